@@ -1,0 +1,7 @@
+"""``python -m pi_workflows`` is the same as the ``pi-workflows`` command."""
+
+import sys
+
+from pi_workflows.supervisor.cli import main
+
+sys.exit(main())

@@ -1,0 +1,42 @@
+"""The bundle fence: a per-run cross-process lock plus a claim check.
+
+Every bundle write happens inside ``fenced``: take the run's lock file,
+verify in the store that the writer's claim token is current and unexpired,
+write, release. A writer whose claim was lost gets ``ClaimLost`` and writes
+nothing. Imports ``protocol.store`` (for the check) and filelock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+from filelock import FileLock
+
+from .settings import ensure_private_dir
+
+LOCK_NAME = ".bundle.lock"
+
+
+class ClaimVerifier(Protocol):
+    def verify(self, run_id: str, token: str) -> object: ...
+
+
+def bundle_lock(bundle_dir: Path, timeout: float = 30.0) -> FileLock:
+    """The run's lock file; ``FileLock`` uses ``flock``, so a dead holder frees it."""
+    ensure_private_dir(bundle_dir)
+    # A kernel lock (flock), kept at a stable path; never the soft fallback,
+    # whose stale files a crashed writer would leave behind.
+    return FileLock(str(bundle_dir / LOCK_NAME), timeout=timeout, mode=0o600,
+                    thread_local=False, preserve_lock_file=True)
+
+
+@contextlib.contextmanager
+def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
+           *, timeout: float = 30.0) -> Iterator[None]:
+    """Hold the run lock while the claim is verified and the caller writes."""
+    with bundle_lock(bundle_dir, timeout):
+        store.verify(run_id, token)  # raises ClaimLost: nothing gets written
+        yield

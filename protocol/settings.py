@@ -1,0 +1,158 @@
+"""Settings and the paths derived from them.
+
+Owns: the ``PI_WORKFLOWS_*`` settings model, the optional TOML config file,
+and resolution of per-project paths (state dir keyed by a hash of the
+project's real path). Imports only ``protocol.errors``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from .errors import UsageError
+
+DEFAULT_HOME = Path("~/.pi/agent/workflows")
+FsyncPolicy = Literal["always", "node", "never"]
+SyncMode = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+
+def config_file() -> Path:
+    """The optional TOML config file: ``PI_WORKFLOWS_CONFIG`` or ``<home>/config.toml``."""
+    explicit = os.environ.get("PI_WORKFLOWS_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    home = os.environ.get("PI_WORKFLOWS_HOME")
+    return (Path(home) if home else DEFAULT_HOME).expanduser() / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Every knob, from (highest first) arguments, environment, config file, defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="PI_WORKFLOWS_", extra="ignore")
+
+    home: Path = DEFAULT_HOME
+    state_dir: Path | None = None
+    store_file: Path | None = None
+    runs_dir: Path | None = None
+    host_lock: Path | None = None
+    log_dir: Path | None = None
+
+    lease_ms: int = Field(default=30_000, ge=100)
+    renew_ms: int = Field(default=10_000, ge=20)
+    busy_timeout_ms: int = Field(default=5_000, ge=0)
+    sqlite_synchronous: SyncMode = "NORMAL"
+    fsync: FsyncPolicy = "node"
+    log_level: str = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = config_file()
+        if path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings; a bad value becomes one clear ``UsageError`` line."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**clean)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
+        raise UsageError(f"invalid setting {where}: {first.get('msg', 'bad value')}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read settings: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where one project's durable state lives."""
+
+    project: Path
+    home: Path
+    state_dir: Path
+    store_file: Path
+    runs_dir: Path
+    host_lock: Path
+    log_dir: Path
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "home": str(self.home),
+            "stateDir": str(self.state_dir),
+            "storeFile": str(self.store_file),
+            "runsDir": str(self.runs_dir),
+            "hostLock": str(self.host_lock),
+            "logDir": str(self.log_dir),
+        }
+
+    @property
+    def wakeup_socket(self) -> Path:
+        return self.state_dir / "host.wakeup"
+
+
+def project_key(project: Path) -> str:
+    """A short, stable directory name for a project: ``<slug>-<hash12>``."""
+    real = os.path.realpath(project)
+    digest = hashlib.sha256(real.encode()).hexdigest()[:12]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(real).name).strip("-.")[:40] or "root"
+    return f"{slug}-{digest}"
+
+
+def resolve_paths(settings: Settings, project: Path | str) -> Paths:
+    """Derive every path; each one can be overridden on its own."""
+    proj = Path(os.path.realpath(Path(project).expanduser()))
+    if not proj.is_dir():
+        raise UsageError(f"project directory does not exist: {proj}")
+    home = settings.home.expanduser().absolute()
+    state = (settings.state_dir or home / "projects" / project_key(proj)).expanduser().absolute()
+
+    def pick(value: Path | None, default: Path) -> Path:
+        return (value or default).expanduser().absolute()
+
+    return Paths(
+        project=proj,
+        home=home,
+        state_dir=state,
+        store_file=pick(settings.store_file, state / "store.sqlite3"),
+        runs_dir=pick(settings.runs_dir, state / "runs"),
+        host_lock=pick(settings.host_lock, state / "host.lock"),
+        log_dir=pick(settings.log_dir, state / "logs"),
+    )
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and parents) as 0700 directories; tighten if it exists."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        # exist_ok: another process may create the same directory concurrently.
+        directory.mkdir(mode=0o700, exist_ok=True)
+    if path.stat().st_mode & 0o777 != 0o700:
+        os.chmod(path, 0o700)
+    return path

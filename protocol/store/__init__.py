@@ -1,0 +1,60 @@
+"""The durable store: one SQLite file per project, the single coordination point.
+
+``Store`` combines the operation mixins; ``open_store`` opens it from
+settings. Only ``db.py`` imports sqlite3. Must not import worker/supervisor.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..clock import Clock, now_ms
+from ..settings import Settings
+from .db import Database
+from .effects import EffectOps
+from .feed import FeedOps, intent_id_for
+from .queue import QueueOps
+from .records import (
+    Claim,
+    Effect,
+    Notification,
+    QueueRow,
+    Renewal,
+    RunEvent,
+    RunnerRow,
+    RunSource,
+    TurnIntent,
+)
+from .runners import RunnerOps
+from .schema import CLAIMED_STATES, QUEUE_STATES, SCHEMA_ID, TERMINAL_STATES
+
+__all__ = [
+    "CLAIMED_STATES", "QUEUE_STATES", "SCHEMA_ID", "TERMINAL_STATES", "Claim", "Effect",
+    "Notification", "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store",
+    "TurnIntent", "intent_id_for", "open_store",
+]
+
+
+class Store(QueueOps, RunnerOps, FeedOps, EffectOps):
+    """All store operations over one connection (use one ``Store`` per thread)."""
+
+    def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,
+                 synchronous: str = "NORMAL", clock: Clock = now_ms) -> None:
+        self._db = Database(Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+        self._clock = clock
+        self.lease_ms = lease_ms
+        self.path = Path(path)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(settings: Settings, store_file: Path, *, clock: Clock = now_ms) -> Store:
+    return Store(store_file, lease_ms=settings.lease_ms, busy_timeout_ms=settings.busy_timeout_ms,
+                 synchronous=settings.sqlite_synchronous, clock=clock)

@@ -1,0 +1,230 @@
+"""The only module that imports ``sqlite3``.
+
+Owns: opening the store file with private modes, verifying the exact schema
+layout, pragmas, ``BEGIN IMMEDIATE`` transactions, and translating SQLite
+errors into transient/permanent store errors. Knows nothing about queue
+semantics. Imports ``protocol.errors``, ``protocol.settings``, ``.schema``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    StoreError,
+    StoreIncompatible,
+    StorePermanentError,
+    StoreTransientError,
+)
+from ..settings import ensure_private_dir
+from .schema import SCHEMA_ID, SCHEMA_STATEMENTS
+
+Row = dict[str, Any]
+
+# Primary result codes (the low byte of an extended code) that a retry can fix.
+_TRANSIENT_CODES = {
+    5,  # SQLITE_BUSY
+    6,  # SQLITE_LOCKED
+    10,  # SQLITE_IOERR
+    13,  # SQLITE_FULL (space may be freed)
+    14,  # SQLITE_CANTOPEN (e.g. fd exhaustion)
+    15,  # SQLITE_PROTOCOL (WAL lock race)
+}
+
+
+class ConstraintViolation(StorePermanentError):
+    """A UNIQUE/CHECK/FOREIGN KEY constraint refused a write."""
+
+    code = "constraint"
+
+
+def classify(exc: BaseException) -> StoreError:
+    """Map a sqlite3 error to a transient or permanent store error."""
+    if isinstance(exc, StoreError):
+        return exc
+    code = getattr(exc, "sqlite_errorcode", None)
+    text = str(exc)
+    if isinstance(exc, sqlite3.IntegrityError):
+        return ConstraintViolation(text)
+    if code is not None and (code & 0xFF) in _TRANSIENT_CODES:
+        return StoreTransientError(f"store busy: {text}")
+    if code is None and isinstance(exc, sqlite3.OperationalError) and (
+        "locked" in text or "busy" in text
+    ):
+        return StoreTransientError(f"store busy: {text}")
+    return StorePermanentError(f"store error: {text}")
+
+
+class Tx:
+    """A thin, typed view of a connection inside one transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """Run a write; return the number of rows it changed."""
+        return self._conn.execute(sql, params).rowcount
+
+    def insert(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
+        """Run an INSERT; return the new rowid."""
+        rowid = self._conn.execute(sql, params).lastrowid
+        return int(rowid or 0)
+
+    def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+        row = self._conn.execute(sql, params).fetchone()
+        return dict(row) if row is not None else None
+
+    def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        return [dict(r) for r in self._conn.execute(sql, params).fetchall()]
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        row = self._conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+
+@functools.cache
+def expected_layout() -> list[tuple[str, str, str]]:
+    """The schema objects exactly as SQLite records them for a fresh store."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        for statement in SCHEMA_STATEMENTS:
+            conn.execute(statement)
+        return [
+            (str(t), str(n), str(s))
+            for t, n, s in conn.execute(
+                "SELECT type, name, sql FROM sqlite_master "
+                "WHERE name NOT LIKE 'sqlite_%' AND sql IS NOT NULL ORDER BY type, name"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def _reset_instruction(path: Path, why: str) -> StoreIncompatible:
+    return StoreIncompatible(
+        f"the store {path} is incompatible with this version of pi-workflows ({why}); "
+        f"move it aside (for example: mv '{path}' '{path}.old') and run again; "
+        "run bundles are kept and stay readable"
+    )
+
+
+def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
+    """Read the schema objects and schema id without writing anything."""
+    uri = f"file:{path}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+    try:
+        objects = [
+            (str(t), str(n), str(s))
+            for t, n, s in conn.execute(
+                "SELECT type, name, sql FROM sqlite_master "
+                "WHERE name NOT LIKE 'sqlite_%' AND sql IS NOT NULL ORDER BY type, name"
+            )
+        ]
+        schema_id = None
+        if any(n == "store_meta" for _, n, _ in objects):
+            row = conn.execute("SELECT value FROM store_meta WHERE key = 'schema'").fetchone()
+            schema_id = None if row is None else str(row[0])
+        return objects, schema_id
+    finally:
+        conn.close()
+
+
+class Database:
+    """One connection to the store file, used by one thread."""
+
+    def __init__(
+        self, path: Path, *, busy_timeout_ms: int = 5000, synchronous: str = "NORMAL"
+    ) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        try:
+            self._conn = self._open(synchronous)
+        except sqlite3.Error as exc:
+            raise classify(exc) from None
+
+    def _open(self, synchronous: str) -> sqlite3.Connection:
+        ensure_private_dir(self.path.parent)
+        fresh = False
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            os.close(fd)
+            fresh = True
+        except FileExistsError:
+            pass
+        if not fresh:
+            self._verify_existing()
+        conn = sqlite3.connect(
+            self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        self._conn = conn
+        self._create_if_empty()
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StorePermanentError(f"store {self.path} could not switch to WAL (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        return conn
+
+    def _verify_existing(self) -> None:
+        if self.path.stat().st_size == 0:
+            return  # created by a process that crashed before the schema; fill it in
+        try:
+            objects, schema_id = _read_layout(self.path)
+        except sqlite3.DatabaseError as exc:
+            raise _reset_instruction(self.path, f"not a readable SQLite store: {exc}") from None
+        if not objects:
+            return
+        if schema_id != SCHEMA_ID:
+            found = schema_id or "unknown"
+            raise _reset_instruction(self.path, f"schema {found}, need {SCHEMA_ID}")
+        if objects != expected_layout():
+            raise _reset_instruction(self.path, "table layout differs from " + SCHEMA_ID)
+
+    def _create_if_empty(self) -> None:
+        # The check and the DDL share one write transaction, so two processes
+        # opening a new store at once cannot both create it.
+        with self.transaction() as tx:
+            count = tx.scalar("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")
+            if count == 0:
+                for statement in SCHEMA_STATEMENTS:
+                    tx.execute(statement)
+                tx.execute("INSERT INTO store_meta(key, value) VALUES ('schema', ?)", (SCHEMA_ID,))
+        objects, schema_id = _read_layout(self.path)
+        if schema_id != SCHEMA_ID or objects != expected_layout():
+            raise _reset_instruction(self.path, "table layout differs from " + SCHEMA_ID)
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[Tx]:
+        """``BEGIN IMMEDIATE`` (or deferred for reads) ... COMMIT, or ROLLBACK on error."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.Error as exc:
+            raise classify(exc) from None
+        try:
+            yield Tx(conn)
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise classify(exc) from None
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise classify(exc) from None
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.close()

@@ -1,0 +1,177 @@
+"""Typed records returned by the store (plain data, no behaviour).
+
+Imports nothing from the package except the schema constants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """What a run is launched from: pinned at enqueue time."""
+
+    workflow: str
+    source_path: str
+    source_sha256: str
+    definition_digest: str
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    run_id: str
+    workflow: str
+    source_path: str
+    source_sha256: str
+    definition_digest: str
+    state: str
+    origin_session: str | None
+    runner_affinity: str | None
+    runner_id: str | None
+    claim_token: str | None
+    lease_expires_at: int | None
+    parent_run_id: str | None
+    cancel_requested: bool
+    error_code: str | None
+    error_message: str | None
+    created_at: int
+    updated_at: int
+    started_at: int | None
+    finished_at: int | None
+    has_private_input: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> QueueRow:
+        data = dict(row)
+        data["has_private_input"] = data.pop("private_input", None) is not None
+        data["cancel_requested"] = bool(data["cancel_requested"])
+        return cls(**data)
+
+    def public(self) -> dict[str, Any]:
+        """A JSON view that never contains the private input."""
+        return {
+            "runId": self.run_id,
+            "workflow": self.workflow,
+            "queueState": self.state,
+            "originSession": self.origin_session,
+            "runnerId": self.runner_id,
+            "leaseExpiresAt": self.lease_expires_at,
+            "parentRunId": self.parent_run_id,
+            "cancelRequested": self.cancel_requested,
+            "errorCode": self.error_code,
+            "error": self.error_message,
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+        }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Proof of ownership of one run, returned by every claiming operation."""
+
+    run_id: str
+    runner_id: str
+    token: str
+    lease_expires_at: int
+    state: str
+    previous_state: str
+
+
+@dataclass(frozen=True)
+class Renewal:
+    lease_expires_at: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    seq: int
+    run_id: str
+    type: str
+    at: int
+    payload: dict[str, Any]
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RunEvent:
+        return cls(row["seq"], row["run_id"], row["type"], row["at"], json.loads(row["payload"]))
+
+
+@dataclass(frozen=True)
+class RunnerRow:
+    runner_id: str
+    kind: str
+    pid: int
+    pid_start_time: float
+    host_name: str
+    started_at: int
+    heartbeat_at: int
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: int
+    session_id: str
+    run_id: str
+    node_id: str
+    idx: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: int
+    delivery_token: str | None
+    delivered_at: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Notification:
+        return cls(
+            row["id"], row["session_id"], row["run_id"], row["node_id"], row["idx"], row["kind"],
+            json.loads(row["payload"]), row["created_at"], row["delivery_token"],
+            row["delivered_at"],
+        )
+
+
+@dataclass(frozen=True)
+class TurnIntent:
+    intent_id: str
+    session_id: str
+    run_id: str
+    source_event: str
+    cause: str
+    payload: dict[str, Any]
+    state: str
+    claim_token: str | None
+    created_at: int
+    resolved_at: int | None
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> TurnIntent:
+        return cls(
+            row["intent_id"], row["session_id"], row["run_id"], row["source_event"],
+            row["cause"], json.loads(row["payload"]), row["state"], row["claim_token"],
+            row["created_at"], row["resolved_at"],
+        )
+
+
+@dataclass(frozen=True)
+class Effect:
+    run_id: str
+    node_id: str
+    effect_key: str
+    fingerprint: str
+    state: str
+    attempt_id: str | None
+    result: Any
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Effect:
+        result = json.loads(row["result"]) if row["result"] is not None else None
+        return cls(
+            row["run_id"], row["node_id"], row["effect_key"], row["fingerprint"], row["state"],
+            row["attempt_id"], result, row["created_at"], row["updated_at"],
+        )

@@ -1,0 +1,88 @@
+"""The ``runners`` table and the takeover of a dead runner's claims.
+
+Owns runner registration and heartbeats, and moving claims from a runner
+proven dead to a live one (one CAS per run). Proof of death is the caller's
+(``protocol.liveness``); this module only records and moves. No sqlite3.
+"""
+
+from __future__ import annotations
+
+from ..errors import NotFound
+from ..limits import validate_key
+from .base import StoreBase, new_token
+from .records import Claim, RunnerRow
+
+RUNNER_KINDS = ("host", "session")
+
+
+class RunnerOps(StoreBase):
+    def register_runner(self, runner_id: str, kind: str, pid: int, pid_start_time: float,
+                        host_name: str) -> RunnerRow:
+        validate_key(runner_id, "runner id")
+        if kind not in RUNNER_KINDS:
+            raise ValueError(f"runner kind must be one of {RUNNER_KINDS}")
+        now = self._now()
+        with self._db.transaction() as tx:
+            tx.execute(
+                "INSERT INTO runners(runner_id, kind, pid, pid_start_time, host_name, started_at,"
+                " heartbeat_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT(runner_id) DO UPDATE SET"
+                " kind = excluded.kind, pid = excluded.pid,"
+                " pid_start_time = excluded.pid_start_time, host_name = excluded.host_name,"
+                " heartbeat_at = excluded.heartbeat_at",
+                (runner_id, kind, pid, pid_start_time, host_name, now, now))
+            row = tx.one("SELECT * FROM runners WHERE runner_id = ?", (runner_id,))
+        assert row is not None
+        return RunnerRow(**row)
+
+    def heartbeat(self, runner_id: str) -> None:
+        with self._db.transaction() as tx:
+            if tx.execute("UPDATE runners SET heartbeat_at = ? WHERE runner_id = ?",
+                          (self._now(), runner_id)) != 1:
+                raise NotFound(f"runner {runner_id} is not registered")
+
+    def unregister_runner(self, runner_id: str) -> None:
+        with self._db.transaction() as tx:
+            tx.execute("DELETE FROM runners WHERE runner_id = ?", (runner_id,))
+
+    def list_runners(self) -> list[RunnerRow]:
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT * FROM runners ORDER BY started_at, runner_id")
+        return [RunnerRow(**r) for r in rows]
+
+    def take_over_runner(self, dead: RunnerRow, new_runner_id: str, *,
+                         as_host: bool = True) -> list[Claim]:
+        """Move every claim of ``dead`` to ``new_runner_id`` at once, without lease expiry.
+
+        Call only with proof that ``dead`` is gone (same machine; pid missing
+        or its start time differs). The runner row is removed only if it is
+        still the incarnation the proof was about. A host does not take
+        origin-bound ``starting`` rows: those wait for their session.
+        """
+        validate_key(new_runner_id, "runner id")
+        now = self._now()
+        claims: list[Claim] = []
+        with self._db.transaction() as tx:
+            tx.execute("DELETE FROM runners WHERE runner_id = ? AND pid = ? AND pid_start_time = ?",
+                       (dead.runner_id, dead.pid, dead.pid_start_time))
+            rows = tx.all(
+                "SELECT run_id, state, claim_token FROM workflow_run_queue WHERE runner_id = ?"
+                " AND state IN ('starting', 'running')"
+                + (" AND NOT (state = 'starting' AND origin_session IS NOT NULL)" if as_host
+                   else "") + " ORDER BY created_at, run_id", (dead.runner_id,))
+            for row in rows:
+                token = new_token()
+                lease = now + self.lease_ms
+                changed = tx.execute(
+                    "UPDATE workflow_run_queue SET runner_id = ?, claim_token = ?,"
+                    " lease_expires_at = ?, updated_at = ? WHERE run_id = ? AND state = ?"
+                    " AND claim_token = ? AND runner_id = ?",
+                    (new_runner_id, token, lease, now, row["run_id"], row["state"],
+                     row["claim_token"], dead.runner_id))
+                if changed != 1:
+                    continue
+                self._event(tx, row["run_id"], "claim_taken_over", now, {
+                    "runnerId": new_runner_id, "from": row["state"],
+                    "previousRunner": dead.runner_id, "reason": "runner_dead"})
+                claims.append(Claim(row["run_id"], new_runner_id, token, lease, row["state"],
+                                    row["state"]))
+        return claims

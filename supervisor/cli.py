@@ -1,0 +1,104 @@
+"""The ``pi-workflows`` command line (typer).
+
+Owns argument parsing, the one-line error contract and exit codes. Each
+command is thin: it resolves settings and paths, then calls into protocol
+(or, later, the host/session runner). Never imports the worker's engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..protocol.errors import ExitCode, PiWorkflowsError
+from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+
+app = typer.Typer(
+    name="pi-workflows",
+    help="Durable, always-on runner for multi-step agent workflows.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+ProjectOpt = Annotated[
+    Path,
+    typer.Option("--project", help="Project directory (default: the current directory).",
+                 show_default=False),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+) -> None:
+    """Durable, always-on runner for multi-step agent workflows."""
+    if debug:
+        os.environ["PI_WORKFLOWS_DEBUG"] = "1"
+
+
+def project_context(project: Path | None) -> tuple[Settings, Paths]:
+    settings = load_settings()
+    return settings, resolve_paths(settings, project or Path.cwd())
+
+
+def emit_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+@app.command()
+def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
+    """Show where the store, run bundles, host lock and logs are for a project."""
+    _, resolved = project_context(project)
+    data = resolved.as_json()
+    if as_json:
+        emit_json(data)
+        return
+    width = max(len(k) for k in data)
+    for key, value in data.items():
+        typer.echo(f"{key:<{width}}  {value}")
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"pi-workflows: error: {message}\n")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: one line on stderr and a documented exit code for every error."""
+    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
+    debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False)
+        return int(result) if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        return _fail("aborted", 130)
+    except PiWorkflowsError as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(exc.message, exc.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        # Typer's parser errors (vendored click) carry a message and an exit code.
+        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+            return _fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
+        # A bug: still one line unless --debug.
+        return _fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
+                     ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

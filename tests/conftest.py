@@ -1,0 +1,68 @@
+"""Shared fixtures: private temp state, a controllable clock, store factories."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from pi_workflows.protocol.store import RunSource, Store
+
+
+class FakeClock:
+    """Wall-clock milliseconds that only move when a test says so."""
+
+    def __init__(self, start: int = 1_800_000_000_000) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reads or writes the real ~/.pi: every PI_WORKFLOWS_ path is per test."""
+    for var in ("PI_WORKFLOWS_STATE_DIR", "PI_WORKFLOWS_STORE_FILE", "PI_WORKFLOWS_RUNS_DIR",
+                "PI_WORKFLOWS_HOST_LOCK", "PI_WORKFLOWS_LOG_DIR", "PI_WORKFLOWS_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PI_WORKFLOWS_HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "store.sqlite3"
+
+
+@pytest.fixture
+def make_store(store_path: Path, clock: FakeClock) -> Iterator[Callable[..., Store]]:
+    opened: list[Store] = []
+
+    def factory(**kwargs: object) -> Store:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("lease_ms", 30_000)
+        store = Store(store_path, **kwargs)  # type: ignore[arg-type]
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def store(make_store: Callable[..., Store]) -> Store:
+    return make_store()
+
+
+@pytest.fixture
+def source() -> RunSource:
+    return RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32, "sha256:" + "0" * 64)
