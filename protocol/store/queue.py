@@ -19,6 +19,11 @@ from .records import Claim, QueueRow, Renewal, RunSource
 from .schema import QUEUE_STATES
 
 _SELECT = "SELECT * FROM workflow_run_queue WHERE run_id = ?"
+_SESSION_FREE = (
+    "(origin_session IS NULL OR NOT EXISTS (SELECT 1 FROM workflow_run_queue AS busy"
+    " WHERE busy.origin_session = workflow_run_queue.origin_session"
+    " AND busy.state IN ('queued', 'starting', 'running')))"
+)
 
 
 def _load(tx: Tx, run_id: str) -> QueueRow:
@@ -158,17 +163,23 @@ class QueueOps(StoreBase):
         validate_run_id(run_id)
         validate_key(runner_id, "runner id")
         now = self._now()
-        with self._db.transaction() as tx:
-            row = _load(tx, run_id)
-            if row.origin_session is not None and session not in (None, row.origin_session) \
-                    and row.state in ("queued", "starting"):
-                raise TransitionRefused(
-                    f"run {run_id} belongs to session {row.origin_session}", code="not_owner")
-            if row.state in ("starting", "running") and (row.lease_expires_at or 0) > now:
-                raise TransitionRefused(
-                    f"run {run_id} is {row.state} and owned by runner {row.runner_id}",
-                    code="claimed_elsewhere")
-            return self._take(tx, row, runner_id, now)
+        try:
+            with self._db.transaction() as tx:
+                row = _load(tx, run_id)
+                if row.origin_session is not None and session not in (None, row.origin_session) \
+                        and row.state in ("queued", "starting"):
+                    raise TransitionRefused(
+                        f"run {run_id} belongs to session {row.origin_session}", code="not_owner")
+                if row.state in ("starting", "running") and (row.lease_expires_at or 0) > now:
+                    raise TransitionRefused(
+                        f"run {run_id} is {row.state} and owned by runner {row.runner_id}",
+                        code="claimed_elsewhere")
+                return self._take(tx, row, runner_id, now)
+        except ConstraintViolation:
+            # parked -> starting re-enters the origin session's one active slot.
+            raise ConflictError(
+                f"run {run_id} cannot resume while its session has another active run;"
+                " finish or cancel that run first", code="session_busy") from None
 
     def claim_next(self, runner_id: str, *, session: str | None = None) -> Claim | None:
         """Claim the next eligible run: runner affinity first, then the oldest.
@@ -190,6 +201,9 @@ class QueueOps(StoreBase):
             params = (session,)
             parked_own, parked_params = own, params
             expired = own
+        # Resuming a parked run re-enters its origin session's one active slot
+        # (the reservation index): skip it while that session has another run.
+        parked_own = f"{parked_own} AND {_SESSION_FREE}"
         eligible = (
             f"((state = 'queued' AND {own}) OR (state = 'parked' AND {parked_own})"
             f" OR (state IN ('starting', 'running') AND lease_expires_at <= ? AND {expired}))"
@@ -226,12 +240,26 @@ class QueueOps(StoreBase):
 
     def _move(self, run_id: str, token: str | None, to_state: str, *,
               sets: str = "", params: tuple[Any, ...] = (),
-              payload: dict[str, Any] | None = None) -> QueueRow:
-        """One lifecycle transition as a checked compare-and-set."""
+              payload: dict[str, Any] | None = None,
+              token_states: tuple[str, ...] | None = None) -> QueueRow:
+        """One lifecycle transition as a checked compare-and-set.
+
+        With ``token_states``, the token is required (and checked) only when
+        the row is in one of those states, decided inside the transaction.
+        """
         validate_run_id(run_id)
         now = self._now()
         with self._db.transaction() as tx:
-            row = self._owned(tx, run_id, token, now) if token is not None else _load(tx, run_id)
+            row = _load(tx, run_id)
+            if token_states is not None:
+                if row.state not in token_states:
+                    token = None
+                elif token is None:
+                    raise TransitionRefused(
+                        f"run {run_id} is {row.state}; only its owner can make it {to_state}"
+                        + (" (use request_cancel)" if to_state == "cancelled" else ""))
+            if token is not None:
+                row = self._owned(tx, run_id, token, now)
             if not allowed(row.state, to_state):
                 raise TransitionRefused(f"run {run_id} is {row.state}; it cannot become {to_state}")
             keeps_claim = to_state in ("starting", "running")
@@ -278,15 +306,10 @@ class QueueOps(StoreBase):
         whoever was starting it fails: a race cannot release the executor after
         cancellation wins.
         """
-        validate_run_id(run_id)
-        row = self.get(run_id)
-        if row is None:
-            raise NotFound(f"no run {run_id} in the queue", code="run_not_found")
-        if row.state == "running" and token is None:
-            raise TransitionRefused(
-                f"run {run_id} is running; ask its owner to cancel it (request_cancel)")
-        return self._move(run_id, token if row.state == "running" else None, "cancelled",
-                          sets=", error_code = 'cancelled'")
+        # The state is read inside the move's transaction: a run that becomes
+        # running meanwhile is not cancelled without its owner's token.
+        return self._move(run_id, token, "cancelled", sets=", error_code = 'cancelled'",
+                          token_states=("running",))
 
     def request_cancel(self, run_id: str) -> QueueRow:
         """Flag a running run for cancellation; its owner sees it on the next renewal."""
