@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     runs_dir: Path | None = None
     host_lock: Path | None = None
     log_dir: Path | None = None
+    # Workflow definitions: None means <project>/.pi/workflows and <home>
+    # (whose default is ~/.pi/agent/workflows); a relative project dir is
+    # taken from the project.
+    project_workflows_dir: Path | None = None
+    global_workflows_dir: Path | None = None
 
     lease_ms: int = Field(default=30_000, ge=100)
     renew_ms: int = Field(default=10_000, ge=20)
