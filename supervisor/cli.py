@@ -100,5 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                      ExitCode.INTERNAL)
 
 
+from .cli_workflows import register as _register_workflows  # noqa: E402
+
+_register_workflows(app)
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,117 @@
+"""The ``workflows`` and ``validate`` commands: inspecting workflow definitions.
+
+Owns listing the catalog (project and global definitions, shadowing, load
+errors) and checking one workflow file. ``register(app)`` adds both commands
+to the CLI. Imports ``protocol`` only; never the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..protocol.discovery import (
+    Catalog,
+    CatalogEntry,
+    WorkflowLoadError,
+    discover_for,
+    load_workflow_file,
+)
+from ..protocol.errors import ExitCode
+from ..protocol.settings import load_settings, resolve_paths
+
+_ProjectOpt = Annotated[
+    Path,
+    typer.Option("--project", help="Project directory (default: the current directory).",
+                 show_default=False),
+]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+_FileArg = Annotated[Path, typer.Argument(help="The workflow file to check.",
+                                          show_default=False)]
+
+
+def _debug() -> bool:
+    return os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
+
+
+def _echo_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def _short(digest: str) -> str:
+    return digest.split(":", 1)[-1][:12]
+
+
+def _print_catalog(catalog: Catalog) -> None:
+    good = [e for e in catalog.entries if e.loaded is not None]
+    bad = [e for e in catalog.entries if e.loaded is None]
+    if not catalog.entries:
+        typer.echo(f"no workflows (looked in {catalog.project_dir} and {catalog.global_dir})")
+        return
+    if good:
+        width = max(len(e.name) for e in good)
+        for entry in good:
+            assert entry.loaded is not None
+            flag = " (shadowed)" if entry.shadowed else ""
+            typer.echo(f"{entry.name:<{width}}  {entry.scope:<7}  {_short(entry.loaded.digest)}"
+                       f"  {entry.path}{flag}")
+            description = entry.loaded.workflow.description.strip()
+            if description:
+                typer.echo(f"{'':<{width}}  {description.splitlines()[0]}")
+    for entry in bad:
+        _print_error(entry)
+
+
+def _print_error(entry: CatalogEntry) -> None:
+    assert entry.error is not None
+    flag = " (shadowed)" if entry.shadowed else ""
+    typer.echo(f"error: {entry.name} ({entry.scope}{flag}) {entry.path}: {entry.error.reason}")
+    if len(entry.error.problems) > 1:
+        for problem in entry.error.problems:
+            typer.echo(f"  - {problem}")
+
+
+def workflows(project: _ProjectOpt = Path("."), as_json: _JsonOpt = False) -> None:
+    """List the workflow definitions a project can run, and files that fail to load."""
+    settings = load_settings()
+    paths = resolve_paths(settings, project)
+    catalog = discover_for(settings, paths.project)
+    if _debug():
+        for entry in catalog.entries:
+            if entry.error is not None and entry.error.debug_traceback:
+                sys.stderr.write(f"{entry.path}:\n{entry.error.debug_traceback}")
+    if as_json:
+        _echo_json(catalog.as_json())
+    else:
+        _print_catalog(catalog)
+
+
+def validate(file: _FileArg, as_json: _JsonOpt = False) -> None:
+    """Check one workflow file: prints "ok NAME DIGEST", or one line per problem."""
+    try:
+        loaded = load_workflow_file(file)
+    except WorkflowLoadError as exc:
+        if _debug() and exc.debug_traceback:
+            sys.stderr.write(exc.debug_traceback)
+        if as_json:
+            _echo_json({"ok": False, "path": str(file), "error": exc.reason,
+                        "problems": exc.problems})
+        for problem in exc.problems:
+            sys.stderr.write(f"{file}: {' '.join(problem.split())}\n")
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    if as_json:
+        _echo_json({"ok": True, "name": loaded.name, "digest": loaded.digest,
+                    "path": loaded.source.path, "sourceSha256": loaded.source.sha256})
+    else:
+        typer.echo(f"ok {loaded.name} {loaded.digest}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``workflows`` and ``validate`` commands to the CLI."""
+    app.command("workflows")(workflows)
+    app.command("validate")(validate)
