@@ -1,0 +1,268 @@
+"""Run bundles: the on-disk record of one run, and its fenced writer.
+
+Owns the bundle layout (manifest, definition snapshot, projection, trace,
+processes, session/, artifacts/), the write order of every transition
+(fence -> trace line -> state.json -> manifest), the fsync policy, and
+torn-tail repair. Imports protocol modules only; never the engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .artifacts import ArtifactDir, externalize, internalize
+from .atomic import append_line, canonical_json, read_json, write_atomic, write_json_atomic
+from .clock import Clock, now_ms
+from .errors import PiWorkflowsError
+from .fence import ClaimVerifier, fenced
+from .limits import validate_run_id
+from .settings import ensure_private_dir
+
+BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
+TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
+SETTLED_STATUSES = TERMINAL_STATUSES | {"waiting"}
+# With fsync policy "node", these events are made durable before the next step.
+BOUNDARY_EVENTS = frozenset({
+    "run_started", "node_started", "node_finished", "node_failed", "run_resumed",
+    "run_completed", "run_waiting", "run_failed", "run_timed_out", "run_cancelled",
+})
+
+
+class BundleCorrupt(PiWorkflowsError):
+    code = "bundle_corrupt"
+
+
+@dataclass(frozen=True)
+class TraceScan:
+    """The longest valid prefix of a trace: lines with seq 1..n, each complete JSON."""
+
+    events: list[dict[str, Any]]
+    valid_bytes: int
+    total_bytes: int
+
+
+def scan_trace(data: bytes) -> TraceScan:
+    events: list[dict[str, Any]] = []
+    offset = 0
+    while True:
+        end = data.find(b"\n", offset)
+        if end < 0:
+            break
+        try:
+            event = json.loads(data[offset:end])
+        except (ValueError, UnicodeDecodeError):
+            break
+        if not isinstance(event, dict) or event.get("seq") != len(events) + 1:
+            break
+        events.append(event)
+        offset = end + 1
+    return TraceScan(events, offset, len(data))
+
+
+class Bundle:
+    """Read access to one run's directory (no lock, no claim needed)."""
+
+    def __init__(self, runs_dir: Path, run_id: str) -> None:
+        self.run_id = validate_run_id(run_id)
+        self.dir = runs_dir / run_id
+        self.manifest_path = self.dir / "manifest.json"
+        self.workflow_path = self.dir / "workflow.json"
+        self.state_path = self.dir / "state.json"
+        self.trace_path = self.dir / "trace.ndjson"
+        self.processes_path = self.dir / "processes.json"
+        self.session_dir = self.dir / "session"
+        self.artifacts = ArtifactDir(self.dir / "artifacts")
+
+    def exists(self) -> bool:
+        """A bundle exists once its projection does (it is written at creation)."""
+        return self.state_path.is_file()
+
+    def _read(self, path: Path) -> Any:
+        try:
+            return read_json(path)
+        except FileNotFoundError:
+            raise BundleCorrupt(f"run {self.run_id} has no {path.name}") from None
+        except (OSError, ValueError) as exc:
+            raise BundleCorrupt(f"run {self.run_id}: {path.name} is unreadable ({exc})") from None
+
+    def manifest(self) -> dict[str, Any]:
+        return dict(self._read(self.manifest_path))
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self._read(self.workflow_path))
+
+    def raw_state(self) -> dict[str, Any]:
+        return dict(self._read(self.state_path))
+
+    def state(self) -> dict[str, Any]:
+        """The projection with artifact references resolved."""
+        return dict(internalize(self.raw_state(), self.artifacts.get))
+
+    def scan(self) -> TraceScan:
+        try:
+            data = self.trace_path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        return scan_trace(data)
+
+    def events(self) -> list[dict[str, Any]]:
+        """Trace events up to the projection's ``traceSeq`` (what happened)."""
+        limit = int(self.raw_state().get("traceSeq", 0))
+        return [e for e in self.scan().events if e["seq"] <= limit]
+
+    def processes(self) -> dict[str, Any]:
+        try:
+            return dict(read_json(self.processes_path))
+        except (OSError, ValueError):
+            return {}
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    kept_seq: int
+    dropped_lines: int
+    dropped_bytes: int
+    rewritten: bool
+
+
+class BundleWriter:
+    """Every write to a bundle, each inside the run's fence."""
+
+    def __init__(self, bundle: Bundle, store: ClaimVerifier, token: str, *,
+                 fsync: str = "node", clock: Clock = now_ms) -> None:
+        if fsync not in ("always", "node", "never"):
+            raise ValueError(f"unknown fsync policy {fsync!r}")
+        self.bundle = bundle
+        self.store = store
+        self.token = token
+        self.fsync = fsync
+        self.clock = clock
+        self.seq = 0
+        self._status: str | None = None
+        self._manifest: dict[str, Any] = {}
+
+    def _fence(self) -> Any:
+        return fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token)
+
+    def _sync(self, event_type: str) -> bool:
+        return self.fsync == "always" or (self.fsync == "node" and event_type in BOUNDARY_EVENTS)
+
+    def _externalize(self, value: Any, sync: bool) -> Any:
+        self.bundle.artifacts.sync = sync
+        return externalize(value, self.bundle.artifacts.put)
+
+    def create(self, manifest: dict[str, Any], snapshot: dict[str, Any],
+               state: dict[str, Any]) -> None:
+        """Lay out a new bundle: snapshot (once), projection at seq 0, manifest."""
+        b = self.bundle
+        ensure_private_dir(b.dir)
+        with self._fence():
+            if b.exists():
+                raise BundleCorrupt(f"run {b.run_id} already has a bundle")
+            ensure_private_dir(b.session_dir)
+            ensure_private_dir(b.artifacts.path)
+            sync = self.fsync != "never"
+            write_json_atomic(b.workflow_path, snapshot, sync=sync)
+            if not b.trace_path.exists():
+                append_line(b.trace_path, b"", sync=False)
+            now = self.clock()
+            self._manifest = {
+                **manifest, "schema": BUNDLE_SCHEMA, "runId": b.run_id, "createdAt": now,
+                "paths": {"trace": "trace.ndjson", "state": "state.json",
+                          "workflow": "workflow.json", "processes": "processes.json",
+                          "session": "session", "artifacts": "artifacts"},
+            }
+            self.seq = 0
+            self._write_state_and_manifest(state, sync=sync)
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return dict(self._manifest)
+
+    def reopen(self) -> tuple[dict[str, Any], RepairReport]:
+        """For a resume: inside one fence, load manifest and projection and repair the trace."""
+        with self._fence():
+            self._manifest = self.bundle.manifest()
+            raw = self.bundle.raw_state()
+            self._status = raw.get("status")
+            report = self._repair(raw)
+            return self.bundle.state(), report
+
+    def _write_state_and_manifest(self, state: dict[str, Any], *, sync: bool) -> None:
+        b = self.bundle
+        now = self.clock()
+        stored = self._externalize({**state, "traceSeq": self.seq, "updatedAt": now}, sync)
+        write_json_atomic(b.state_path, stored, sync=sync)
+        status = state.get("status")
+        if status != self._status or not b.manifest_path.exists():
+            self._manifest.update({"status": status, "updatedAt": now})
+            write_json_atomic(b.manifest_path, self._manifest, sync=sync)
+            self._status = status
+
+    def append(self, event_type: str, payload: dict[str, Any], state: dict[str, Any], *,
+               node_id: str | None = None, attempt_id: str | None = None) -> int:
+        """One transition: fence, trace line, projection (with ``traceSeq``), manifest."""
+        sync = self._sync(event_type)
+        with self._fence():
+            seq = self.seq + 1
+            event: dict[str, Any] = {"seq": seq, "at": self.clock(), "type": event_type,
+                                     "runId": self.bundle.run_id}
+            if node_id is not None:
+                event["nodeId"] = node_id
+            if attempt_id is not None:
+                event["attemptId"] = attempt_id
+            event["payload"] = self._externalize(payload, sync)
+            append_line(self.bundle.trace_path, (canonical_json(event) + "\n").encode(),
+                        sync=sync)
+            self.seq = seq
+            self._write_state_and_manifest(state, sync=sync)
+            return seq
+
+    def _repair(self, raw: dict[str, Any]) -> RepairReport:
+        """Cut the trace back to its valid prefix, then to the projection's ``traceSeq``.
+
+        The projection decides what happened: a line appended after the last
+        projection write is dropped (its step reruns). The file is rewritten,
+        atomically and (the caller holds the fence) only when something is cut.
+        """
+        b = self.bundle
+        wanted = int(raw.get("traceSeq", 0))
+        try:
+            data = b.trace_path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        scan = scan_trace(data)
+        if len(scan.events) < wanted:
+            raise BundleCorrupt(
+                f"run {b.run_id}: the trace ends at seq {len(scan.events)} but the projection"
+                f" is at seq {wanted}; the bundle lost data (fsync policy 'never'?)")
+        keep = 0
+        for _ in range(wanted):
+            keep = data.index(b"\n", keep) + 1
+        tail = data[keep:]
+        dropped_lines = tail.count(b"\n") + (1 if tail and not tail.endswith(b"\n") else 0)
+        rewritten = keep != len(data)
+        if rewritten:
+            write_atomic(b.trace_path, data[:keep], sync=self.fsync != "never")
+        self.seq = wanted
+        return RepairReport(wanted, dropped_lines, len(data) - keep, rewritten)
+
+    def write_processes(self, processes: dict[str, Any]) -> None:
+        with self._fence():
+            write_json_atomic(self.bundle.processes_path, processes, sync=self.fsync != "never")
+
+
+def bundle_exists(runs_dir: Path, run_id: str) -> bool:
+    return Bundle(runs_dir, run_id).exists()
+
+
+def list_bundles(runs_dir: Path) -> list[str]:
+    try:
+        names = os.listdir(runs_dir)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if (runs_dir / n / "state.json").is_file())

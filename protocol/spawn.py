@@ -1,0 +1,56 @@
+"""The one place pi-workflows starts child processes.
+
+Every child gets its own session and process group (so a group kill reaches
+it and nothing else), the caller's environment plus the inherited run
+marker, and closed file descriptors. Imports nothing from the package.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+MARKER_ENV = "PI_WORKFLOWS_MARKER"
+
+
+def marker_value(project_key: str, runner_id: str, run_id: str) -> str:
+    """Descendants inherit this, so orphan reaping can find processes that left the group."""
+    return f"{project_key}/{runner_id}/{run_id}"
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
+    stdout: int | IO[Any] | None = None,
+    stderr: int | IO[Any] | None = None,
+    pass_fds: Sequence[int] = (),
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new session and process group."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    return subprocess.Popen(
+        list(argv), cwd=cwd, env=full_env, stdin=stdin, stdout=stdout, stderr=stderr,
+        start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
+    )
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> bool:
+    """Signal the child's whole group; False if the group is gone.
+
+    Also after the leader exited: its background children keep the group
+    (and so the pgid) alive, and Linux does not hand out a pid that is
+    still some group's id.
+    """
+    try:
+        os.killpg(proc.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False

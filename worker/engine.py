@@ -1,0 +1,305 @@
+"""The engine: executes one workflow definition over one run bundle.
+
+Owns the run's projection (``state``) and every transition of it: start,
+route, checkpoint, pause, cancel, park, the explicit resume protocol and
+continuation runs. Each transition is one fenced ``BundleWriter.append``;
+the projection decides what happened. Imports ``protocol`` and worker
+modules; never the supervisor.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from ..protocol.artifacts import externalize, internalize
+from ..protocol.bundle import SETTLED_STATUSES, BundleWriter
+from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolve_value, snapshot
+from ..protocol.errors import PiWorkflowsError
+from ..protocol.limits import safe_error_message
+from ..protocol.routing import RoutingError, next_node, routes_failures
+from ..protocol.validation import OutputError, check_output
+from .agent import AgentExecutor
+from .control import Control
+from .effects import EffectStore
+from .nodes import NodeOutcome, Watch
+from .steps import run_step
+
+TERMINAL_EVENT = {"ok": "run_completed", "failed": "run_failed", "timed_out": "run_timed_out",
+                  "cancelled": "run_cancelled"}
+STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_timed_out": "timed_out",
+             "run_cancelled": "cancelled", "run_waiting": "waiting"}
+
+
+class ResumeRefused(PiWorkflowsError):
+    code = "resume_refused"
+
+
+class SourceChanged(PiWorkflowsError):
+    code = "source_changed"
+
+
+def _error(code: str, message: str) -> dict[str, str]:
+    return {"code": code, "message": safe_error_message(message)}
+
+
+class Engine:
+    def __init__(self, workflow: Workflow, writer: BundleWriter, effects: EffectStore, *,
+                 project_dir: Path, control: Control | None = None,
+                 agent: AgentExecutor | None = None, notifier: Any = None,
+                 session_id: str | None = None, park_grace_s: float = 5.0) -> None:
+        self.workflow = workflow
+        self.writer = writer
+        self.effects = effects
+        self.agent = agent
+        self.run_id = writer.bundle.run_id
+        self.token = writer.token
+        self.project_dir = project_dir
+        self.control = control or Control()
+        self.notifier = notifier
+        self.session_id = session_id
+        self.park_grace_s = park_grace_s
+        self.state: dict[str, Any] = {}
+        self.on_node: Any = None  # callable(node_id | None): process titles
+        self._write_lock = threading.Lock()
+
+    # ---- writing ------------------------------------------------------
+
+    def _transition(self, event_type: str, payload: dict[str, Any], changes: dict[str, Any], *,
+                    node_id: str | None = None, attempt_id: str | None = None) -> None:
+        """Append one event with the projection it leads to; adopt it only once written."""
+        with self._write_lock:
+            new_state = {**self.state, **changes}
+            self.writer.append(event_type, payload, new_state, node_id=node_id,
+                               attempt_id=attempt_id)
+            self.state = new_state
+
+    def note(self, event_type: str, payload: dict[str, Any], node_id: str,
+             attempt_id: str) -> None:
+        self._transition(event_type, payload, {}, node_id=node_id, attempt_id=attempt_id)
+
+    def keep(self, value: Any) -> Any:
+        return externalize(value, self.writer.bundle.artifacts.put)
+
+    def restore(self, value: Any) -> Any:
+        return internalize(value, self.writer.bundle.artifacts.get)
+
+    def notify(self, node_id: str, idx: int, kind: str, message: str) -> None:
+        if self.notifier is not None and self.session_id is not None:
+            self.notifier.add_notification(self.session_id, self.run_id, node_id, idx, kind,
+                                           {"message": message, "workflow": self.workflow.name})
+
+    # ---- creating and reopening -----------------------------------------
+
+    def create(self, *, run_input: Any, source: dict[str, str], digest: str,
+               parent: dict[str, Any] | None = None) -> None:
+        """Lay out a new bundle and write ``run_started``.
+
+        ``parent`` (for a continuation) is ``{"runId", "state", "answer"}``:
+        outputs, results and steps carry over, and the answered checkpoint
+        is the first node, finishing with the answer as its output.
+        """
+        wf = self.workflow
+        state: dict[str, Any] = {
+            "runId": self.run_id, "workflow": wf.name, "status": "running", "input": run_input,
+            "outputs": {}, "results": {}, "steps": 0, "currentNode": wf.start_at,
+            "currentAttempt": None, "lastNode": None, "pendingEnd": None, "waitingNode": None,
+            "waitingOutput": None, "finalOutput": None, "error": None, "paused": False,
+            "parentRunId": None, "answeredNode": None,
+        }
+        if parent is not None:
+            pstate = parent["state"]
+            state.update({
+                "input": pstate.get("input"), "outputs": dict(pstate.get("outputs", {})),
+                "results": dict(pstate.get("results", {})), "steps": int(pstate.get("steps", 0)),
+                "currentNode": pstate["waitingNode"], "answeredNode": pstate["waitingNode"],
+                # The checkpoint's step was counted by the parent.
+                "currentAttempt": pstate.get("currentAttempt") or "answered",
+                "parentRunId": parent["runId"], "answer": parent["answer"],
+            })
+        manifest = {"workflow": wf.name, "source": source, "digest": digest,
+                    "parentRunId": state["parentRunId"]}
+        self.writer.create(manifest, snapshot(wf), state)
+        self.state = state
+        self._transition("run_started", {
+            "workflow": wf.name, "digest": digest, "parentRunId": state["parentRunId"],
+            "carriedSteps": state["steps"], "startAt": state["currentNode"]}, {})
+
+    def reopen(self, *, source_sha256: str | None, digest: str, force: bool = False) -> None:
+        """The resume protocol: repair, pin the source, write the resume boundary."""
+        state, report = self.writer.reopen()
+        status = state.get("status")
+        if status in SETTLED_STATUSES:
+            raise ResumeRefused(f"run {self.run_id} is {status}; only an interrupted run resumes")
+        pinned = self.writer.manifest
+        expected_sha = (pinned.get("source") or {}).get("sha256")
+        mismatch = None
+        if expected_sha != source_sha256 or pinned.get("digest") != digest:
+            mismatch = {"expectedSha256": expected_sha, "actualSha256": source_sha256,
+                        "expectedDigest": pinned.get("digest"), "actualDigest": digest}
+            if not force:
+                raise SourceChanged(
+                    f"the workflow source of run {self.run_id} changed since it started;"
+                    " restore it, or resume with --force to continue on the new source")
+        self.state = state
+        self._transition("run_resumed", {
+            "boundary": True, "resumePoint": state.get("currentNode"),
+            "interruptedAttempt": state.get("currentAttempt"),
+            "replayedSteps": state.get("steps", 0), "droppedTraceLines": report.dropped_lines,
+            "sourceMismatch": mismatch, "forced": bool(force and mismatch)}, {"paused": False})
+
+    # ---- the loop -------------------------------------------------------
+
+    def run(self) -> str:
+        """Run until the bundle settles or the run is parked; return the outcome."""
+        while True:
+            status = self.state["status"]
+            if status in SETTLED_STATUSES:
+                return str(status)
+            if self.control.park_requested:
+                return "parked"
+            if self.control.cancel_requested:
+                self._end("run_cancelled", _error("cancelled", "the run was cancelled"))
+                continue
+            if self.control.pause_requested:
+                self._pause()
+                continue
+            node_id = self.state["currentNode"]
+            if node_id is None:
+                self._finish_pending()
+            else:
+                self._step(node_id)
+
+    def _pause(self) -> None:
+        self._transition("run_paused", {"at": self.state.get("currentNode")}, {"paused": True})
+        self.control.wait_while_paused()
+        if not self.control.park_requested and not self.control.cancel_requested:
+            self._transition("run_resumed", {"boundary": False}, {"paused": False})
+
+    def _end(self, event_type: str, error: dict[str, str] | None = None,
+             output: Any = None) -> None:
+        changes: dict[str, Any] = {"status": STATUS_OF[event_type], "currentNode": None,
+                                   "currentAttempt": None, "pendingEnd": None}
+        payload: dict[str, Any] = {}
+        if error is not None:
+            changes["error"] = error
+            payload["error"] = error
+        if event_type == "run_completed":
+            changes["finalOutput"] = output
+            payload["finalOutput"] = output
+        self._transition(event_type, payload, changes)
+
+    def _finish_pending(self) -> None:
+        """Write the terminal event the projection already decided on."""
+        pending = self.state.get("pendingEnd") or {"type": "run_completed"}
+        last = self.state.get("lastNode")
+        output = self.state["outputs"].get(last) if last else None
+        self._end(pending["type"], pending.get("error"), output)
+
+    def _context(self, node_id: str, attempt: str, stop: threading.Event) -> NodeContext:
+        return NodeContext(
+            run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
+            outputs=MappingProxyType(dict(self.state["outputs"])),
+            results=MappingProxyType(dict(self.state["results"])), cancel=stop,
+            project_dir=self.project_dir)
+
+    def _step(self, node_id: str) -> None:
+        wf = self.workflow
+        node = wf.nodes.get(node_id)
+        if node is None:
+            self._end("run_failed", _error("node_missing",
+                                           f"node {node_id!r} is not in the workflow definition"))
+            return
+        rerun = self.state.get("currentAttempt") is not None
+        steps = int(self.state["steps"])
+        if not rerun:
+            if steps >= wf.max_steps:
+                self._end("run_failed", _error(
+                    "max_steps_exceeded",
+                    f"the run reached max_steps={wf.max_steps} before node {node_id!r}"))
+                return
+            steps += 1
+        attempt = f"{node_id}-{steps}-{secrets.token_hex(3)}"
+        self._transition("node_started", {"step": steps, "rerun": rerun},
+                         {"currentNode": node_id, "currentAttempt": attempt, "steps": steps},
+                         node_id=node_id, attempt_id=attempt)
+        if self.on_node is not None:
+            self.on_node(node_id)
+        stop = threading.Event()
+        ctx = self._context(node_id, attempt, stop)
+        if node.kind == "checkpoint":
+            if self.state.get("answeredNode") == node_id:
+                self._settle(node_id, attempt, NodeOutcome("ok", output=self.state.get("answer")))
+            else:
+                self._wait_at(node, ctx)
+            return
+        try:
+            timeout_s = resolve_timeout(node, wf, ctx)
+        except Exception as exc:
+            self._settle(node_id, attempt, NodeOutcome(
+                "failed", error_code="timeout_invalid", error=safe_error_message(str(exc))))
+            return
+        watch = Watch(self.control, stop, timeout_s,
+                      effectful=node.kind in ("action", "shell"), park_grace_s=self.park_grace_s)
+        outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        if outcome.outcome == "cancelled" and self.control.park_requested \
+                and not self.control.cancel_requested:
+            return  # parked: no attempt and no terminal event are recorded
+        self._settle(node_id, attempt, outcome)
+
+    def _wait_at(self, node: Any, ctx: NodeContext) -> None:
+        try:
+            summary = resolve_value(node.summary, ctx)
+            output = {"summary": None if summary is None else str(summary)}
+        except Exception as exc:
+            self._settle(node.id, ctx.attempt_id, NodeOutcome(
+                "failed", error_code="node_error",
+                error=safe_error_message(f"{type(exc).__name__}: {exc}")))
+            return
+        self._transition("run_waiting", {"waitingNode": node.id, "output": output},
+                         {"status": "waiting", "waitingNode": node.id, "waitingOutput": output,
+                          "currentNode": node.id}, node_id=node.id, attempt_id=ctx.attempt_id)
+
+    def _settle(self, node_id: str, attempt: str, outcome: NodeOutcome) -> None:
+        """Record the attempt's result and where the run goes next."""
+        output = outcome.output
+        if outcome.outcome == "ok":
+            try:
+                output = check_output(node_id, output)
+            except OutputError as exc:
+                outcome = NodeOutcome("failed", error_code="output_invalid",
+                                      error=safe_error_message(exc.message))
+                output = None
+        record = outcome.record()
+        ok = outcome.outcome == "ok"
+        pending: dict[str, Any] | None = None
+        nxt: str | None = None
+        if ok or (routes_failures(self.workflow, node_id) and outcome.outcome != "cancelled"):
+            try:
+                nxt = next_node(self.workflow, node_id, output, record)
+            except RoutingError as exc:
+                pending = {"type": "run_failed", "error": _error("routing_failed", exc.message)}
+            if nxt is None and pending is None:
+                pending = {"type": "run_completed"} if ok else {
+                    "type": TERMINAL_EVENT[outcome.outcome],
+                    "error": _error(outcome.error_code or "node_failed",
+                                    outcome.error or "the node failed")}
+        else:
+            pending = {"type": TERMINAL_EVENT[outcome.outcome],
+                       "error": _error(outcome.error_code or "node_failed",
+                                       f"node {node_id!r}: {outcome.error or outcome.outcome}")}
+        outputs = dict(self.state["outputs"])
+        if ok or output is not None:
+            outputs[node_id] = output
+        results = {**self.state["results"], node_id: record}
+        event = "node_finished" if ok else "node_failed"
+        payload: dict[str, Any] = {"result": record, "next": nxt}
+        if ok:
+            payload["output"] = output
+        self._transition(event, payload, {
+            "outputs": outputs, "results": results, "currentNode": nxt, "currentAttempt": None,
+            "lastNode": node_id, "pendingEnd": pending, "answeredNode": None},
+            node_id=node_id, attempt_id=attempt)

@@ -1,0 +1,194 @@
+"""Running one node attempt: callables in a thread, shell commands in a group.
+
+Owns timeouts that hold even for a callable that ignores cancellation (it is
+abandoned after a grace period), stopping on park or cancel, and the shell
+node's subprocess with bounded output. Knows nothing about bundles or the
+store. Imports ``protocol`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..protocol.limits import safe_error_message
+from ..protocol.spawn import signal_group, spawn
+from .control import Control
+
+STOP_GRACE_S = 2.0
+POLL_S = 0.02
+
+
+@dataclass
+class NodeOutcome:
+    outcome: str  # ok | failed | timed_out | cancelled
+    output: Any = None
+    error_code: str | None = None
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """The result record routed on with ``$result.``."""
+        return {"outcome": self.outcome, "errorCode": self.error_code, "error": self.error,
+                **self.extra}
+
+
+def error_outcome(exc: BaseException, code: str = "node_error") -> NodeOutcome:
+    # Only the exception type and its message: never a traceback or locals.
+    return NodeOutcome("failed", error_code=code,
+                       error=safe_error_message(f"{type(exc).__name__}: {exc}"))
+
+
+class Watch:
+    """Decides, while a node runs, whether and why it must stop."""
+
+    def __init__(self, control: Control, stop: threading.Event, timeout_s: float | None, *,
+                 effectful: bool, park_grace_s: float) -> None:
+        self.control = control
+        self.stop = stop
+        start = time.monotonic()
+        self.deadline = None if timeout_s is None else start + timeout_s
+        self.effectful = effectful
+        self.park_grace_s = park_grace_s
+        self._park_seen: float | None = None
+        self.reason: str | None = None
+
+    def check(self) -> str | None:
+        """Return ``timed_out`` or ``cancelled`` once the node must stop."""
+        if self.reason:
+            return self.reason
+        now = time.monotonic()
+        if self.control.cancel_requested:
+            self.reason = "cancelled"
+        elif self.control.park_requested:
+            # An effect in flight is given a grace period to finish, so a
+            # graceful park does not leave it indeterminate.
+            if self._park_seen is None:
+                self._park_seen = now
+            if not self.effectful or now - self._park_seen >= self.park_grace_s:
+                self.reason = "cancelled"
+        if self.reason is None and self.deadline is not None and now >= self.deadline:
+            self.reason = "timed_out"
+        if self.reason:
+            self.stop.set()
+        return self.reason
+
+
+def _stopped(reason: str, timeout_s: float | None) -> NodeOutcome:
+    if reason == "timed_out":
+        return NodeOutcome("timed_out", error_code="node_timed_out",
+                           error=f"the node did not finish within {timeout_s:g} s")
+    return NodeOutcome("cancelled", error_code="cancelled", error="the node was stopped")
+
+
+def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -> NodeOutcome:
+    """Run ``fn`` in a daemon thread; stop waiting on timeout, park or cancel."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="pi-workflows-node", daemon=True).start()
+    while not done.wait(POLL_S):
+        reason = watch.check()
+        if reason:
+            # Give a cooperative callable a moment; a stubborn one is abandoned.
+            done.wait(STOP_GRACE_S)
+            return _stopped(reason, timeout_s)
+    if "error" in box:
+        return error_outcome(box["error"])
+    return NodeOutcome("ok", output=box.get("value"))
+
+
+def _reader(stream: Any, limit: int, out: dict[str, Any], key: str) -> None:
+    kept = bytearray()
+    total = 0
+    while chunk := stream.read(65536):
+        total += len(chunk)
+        if len(kept) < limit:
+            kept.extend(chunk[: limit - len(kept)])
+    out[key] = bytes(kept)
+    out[key + "_total"] = total
+
+
+def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
+              stdin: str | None, max_output_bytes: int, allow_nonzero_exit: bool,
+              watch: Watch, timeout_s: float | None) -> NodeOutcome:
+    """Run a command in its own process group; kill the group when it must stop."""
+    try:
+        proc = spawn(argv, cwd=cwd, env=env,
+                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    except OSError as exc:
+        return error_outcome(exc, "shell_spawn_failed")
+    out: dict[str, Any] = {}
+    readers = [threading.Thread(target=_reader, args=(s, max_output_bytes, out, k), daemon=True)
+               for s, k in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
+    for t in readers:
+        t.start()
+    if stdin is not None and proc.stdin is not None:
+        def feed() -> None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(stdin.encode())
+                proc.stdin.close()
+            except OSError:
+                pass  # the command exited without reading all of its input
+        threading.Thread(target=feed, daemon=True).start()
+    reason = None
+    while proc.poll() is None:
+        reason = watch.check()
+        if reason:
+            signal_group(proc, signal.SIGTERM)
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                signal_group(proc, signal.SIGKILL)
+                proc.wait()
+            break
+        time.sleep(POLL_S)
+    # Background children that kept the pipes open must not hold the node.
+    signal_group(proc, signal.SIGKILL)
+    for t in readers:
+        t.join(STOP_GRACE_S)
+    if reason:
+        return _stopped(reason, timeout_s)
+    code = proc.returncode
+    output = {
+        "exitCode": code,
+        "stdout": out.get("stdout", b"").decode(errors="replace"),
+        "stderr": out.get("stderr", b"").decode(errors="replace"),
+        "truncated": out.get("stdout_total", 0) > max_output_bytes
+        or out.get("stderr_total", 0) > max_output_bytes,
+    }
+    if code != 0 and not allow_nonzero_exit:
+        return NodeOutcome("failed", output=output, error_code="shell_nonzero_exit",
+                           error=f"the command exited with status {code}",
+                           extra={"exitCode": code})
+    return NodeOutcome("ok", output=output, extra={"exitCode": code})
+
+
+def shell_argv(command: str | list[str]) -> list[str]:
+    if isinstance(command, str):
+        return ["/bin/sh", "-c", command]
+    return [str(part) for part in command]
+
+
+def shell_env(extra: dict[str, str] | None) -> dict[str, str] | None:
+    return None if extra is None else {str(k): str(v) for k, v in extra.items()}
+
+
+def default_cwd(cwd: str | os.PathLike[str] | None, project_dir: str) -> str:
+    return str(cwd) if cwd is not None else project_dir

@@ -1,0 +1,163 @@
+"""Executing one node attempt by kind: compute, action, shell, notify, agent.
+
+Owns turning a node definition and its context into a ``NodeOutcome``:
+callables and shell commands under a ``Watch``, action/shell effects under
+the guard, notify messages, and the agent conversation through an
+``AgentExecutor``. Writes nothing itself: trace events go through the
+``StepHost`` the engine passes in. Imports ``protocol`` and worker helpers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from typing import Any, Protocol
+
+from ..protocol.definition import NodeContext, resolve_value
+from ..protocol.limits import safe_error_message
+from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
+from .effects import EffectStore, run_guarded
+from .nodes import (
+    NodeOutcome,
+    Watch,
+    default_cwd,
+    error_outcome,
+    run_callable,
+    run_shell,
+    shell_argv,
+    shell_env,
+)
+
+
+class StepHost(Protocol):
+    """What a step needs from the engine."""
+
+    run_id: str
+    token: str
+    effects: EffectStore
+    agent: AgentExecutor | None
+
+    def note(self, event_type: str, payload: dict[str, Any], node_id: str,
+             attempt_id: str) -> None: ...
+    def keep(self, value: Any) -> Any: ...
+    def restore(self, value: Any) -> Any: ...
+    def notify(self, node_id: str, idx: int, kind: str, message: str) -> None: ...
+
+
+class _Hooks:
+    """Agent callbacks; inert once the node attempt is over (an abandoned thread)."""
+
+    def __init__(self, host: StepHost, node: Any, ctx: NodeContext) -> None:
+        self.host, self.node, self.ctx = host, node, ctx
+        self.live = True
+        self.lock = threading.Lock()
+
+    def _note(self, event_type: str, payload: dict[str, Any]) -> None:
+        with self.lock:
+            if self.live:
+                self.host.note(event_type, payload, self.ctx.node_id, self.ctx.attempt_id)
+
+    def prompt_sent(self, prompt: str) -> None:
+        # The bundle keeps a digest, not the prompt: prompts may carry private input.
+        digest = hashlib.sha256(prompt.encode()).hexdigest()
+        self._note("agent_prompt_sent", {"promptSha256": digest, "chars": len(prompt)})
+
+    def update(self, message: str) -> None:
+        self._note("update_published", {"message": safe_error_message(message)[:500]})
+
+    def check(self, submission: Any) -> str | None:
+        schema = self.node.expected_output
+        if schema:
+            problem = schema_problem(submission, schema)
+            if problem:
+                return problem
+        if self.node.validate is not None:
+            try:
+                verdict = self.node.validate(submission, self.ctx)
+            except Exception as exc:
+                return safe_error_message(f"validation raised {type(exc).__name__}: {exc}")
+            if verdict:
+                return str(verdict)
+        return None
+
+    def close(self) -> None:
+        with self.lock:
+            self.live = False
+
+
+def run_step(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s: float | None,
+             step: int) -> NodeOutcome:
+    kind = node.kind
+    if kind == "compute":
+        return run_callable(lambda: node.fn(ctx), watch, timeout_s)
+    if kind == "notify":
+        try:
+            message = str(resolve_value(node.message, ctx))
+        except Exception as exc:
+            return error_outcome(exc)
+        host.notify(node.id, step, node.notify_kind, message)
+        return NodeOutcome("ok", output={"message": message, "kind": node.notify_kind})
+    if kind == "agent":
+        return _agent(host, node, ctx, watch, timeout_s)
+    if kind in ("action", "shell"):
+        return _effect(host, node, ctx, watch, timeout_s, step)
+    return NodeOutcome("failed", error_code="node_kind_unknown",
+                       error=f"node {node.id!r} has an unknown kind {kind!r}")
+
+
+def _effect(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s: float | None,
+            step: int) -> NodeOutcome:
+    if node.kind == "action":
+        request: dict[str, Any] = {"kind": "action", "node": node.id, "step": step}
+
+        def execute() -> NodeOutcome:
+            return run_callable(lambda: node.fn(ctx), watch, timeout_s)
+    else:
+        try:
+            argv = shell_argv(resolve_value(node.command, ctx))
+            cwd = default_cwd(resolve_value(node.cwd, ctx), str(ctx.project_dir))
+            env = shell_env(resolve_value(node.env, ctx))
+            stdin = resolve_value(node.stdin, ctx)
+        except Exception as exc:
+            return error_outcome(exc)
+        request = {"kind": "shell", "argv": argv, "cwd": cwd, "env": env, "stdin": stdin,
+                   "step": step}
+
+        def execute() -> NodeOutcome:
+            return run_shell(argv, cwd=cwd, env=env, stdin=stdin,
+                             max_output_bytes=node.max_output_bytes,
+                             allow_nonzero_exit=node.allow_nonzero_exit, watch=watch,
+                             timeout_s=timeout_s)
+
+    def note(what: str, payload: dict[str, Any]) -> None:
+        host.note("effect_recorded", {"effect": what, **payload}, ctx.node_id, ctx.attempt_id)
+
+    return run_guarded(host.effects, run_id=host.run_id, token=host.token, node_id=node.id,
+                       effect_key=f"step-{step}", request=request, attempt_id=ctx.attempt_id,
+                       idempotent=bool(node.idempotent), execute=execute, keep=host.keep,
+                       restore=host.restore, note=note)
+
+
+def _agent(host: StepHost, node: Any, ctx: NodeContext, watch: Watch,
+           timeout_s: float | None) -> NodeOutcome:
+    if host.agent is None:
+        return NodeOutcome("failed", error_code="agent_unavailable",
+                           error="no agent executor is configured for agent steps")
+    executor = host.agent
+    try:
+        prompt = str(resolve_value(node.prompt, ctx))
+    except Exception as exc:
+        return error_outcome(exc)
+    request = AgentRequest(ctx.run_id, node.id, ctx.attempt_id,
+                           with_contract(prompt, node.expected_output), node.expected_output,
+                           timeout_s)
+    hooks = _Hooks(host, node, ctx)
+    try:
+        outcome = run_callable(lambda: executor.run(request, hooks, ctx.cancel), watch, timeout_s)
+    finally:
+        hooks.close()
+    if outcome.outcome != "ok":
+        return outcome
+    result = outcome.output
+    return NodeOutcome(result.outcome, output=result.output, error_code=result.error_code,
+                       error=None if result.error is None else safe_error_message(result.error))
