@@ -54,14 +54,22 @@ class RunnerOps(StoreBase):
         """Move every claim of ``dead`` to ``new_runner_id`` at once, without lease expiry.
 
         Call only with proof that ``dead`` is gone (same machine; pid missing
-        or its start time differs). The runner row is removed only if it is
-        still the incarnation the proof was about. A host does not take
-        origin-bound ``starting`` rows: those wait for their session.
+        or its start time differs). If the runner id has meanwhile been
+        registered by another process, nothing moves (its claims may be that
+        live process's). A host does not take origin-bound ``starting`` rows:
+        those wait for their session.
         """
         validate_key(new_runner_id, "runner id")
         now = self._now()
         claims: list[Claim] = []
         with self._db.transaction() as tx:
+            current = tx.one("SELECT pid, pid_start_time FROM runners WHERE runner_id = ?",
+                             (dead.runner_id,))
+            if current is not None and (current["pid"], current["pid_start_time"]) != (
+                    dead.pid, dead.pid_start_time):
+                # The id was registered again by another process: the claims under
+                # it may be that live incarnation's, so only lease expiry frees them.
+                return []
             tx.execute("DELETE FROM runners WHERE runner_id = ? AND pid = ? AND pid_start_time = ?",
                        (dead.runner_id, dead.pid, dead.pid_start_time))
             rows = tx.all(
