@@ -1,0 +1,209 @@
+"""Child-process bodies for the multi-process store tests (spawn-safe, top level).
+
+Each child opens its own ``Store`` on the shared file and reports through a
+JSON file or a pipe; nothing here sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from multiprocessing.synchronize import Barrier
+from pathlib import Path
+from typing import Any
+
+from pi_workflows.protocol.errors import ClaimLost, TransitionRefused
+from pi_workflows.protocol.fence import fenced
+from pi_workflows.protocol.liveness import host_name, process_start_time
+from pi_workflows.protocol.store import Store
+
+from ._helpers import FixedClock
+
+CTX = multiprocessing.get_context("spawn")
+
+
+def start(target: Callable[..., None], *args: Any) -> BaseProcess:
+    proc = CTX.Process(target=target, args=args, daemon=True)
+    proc.start()
+    return proc
+
+
+def join_all(procs: Iterable[BaseProcess], timeout_s: float = 50.0) -> None:
+    """Wait for every child; each must exit 0 before the deadline."""
+    deadline = time.monotonic() + timeout_s
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+            raise AssertionError(f"child {proc.name} did not finish in time")
+        assert proc.exitcode == 0, f"child {proc.name} exited with {proc.exitcode}"
+
+
+def _dump(out: str, data: Any) -> None:
+    Path(out).write_text(json.dumps(data))
+
+
+# ---- claim races ------------------------------------------------------------
+
+
+def race_claims(path: str, runner: str, barrier: Barrier, out: str) -> None:
+    """Claim until nothing is left; record every (run, token) this process got."""
+    with Store(Path(path), busy_timeout_ms=20_000) as store:
+        barrier.wait()
+        got = []
+        while (claim := store.claim_next(runner)) is not None:
+            got.append([claim.run_id, claim.token])
+    _dump(out, got)
+
+
+def _append(log: Path, line: str) -> None:
+    with log.open("a") as fh:
+        fh.write(line + "\n")
+
+
+def race_short_leases(path: str, runs_dir: str, runner: str, barrier: Barrier, out: str,
+                      total: int, lease_ms: int, deadline_s: float) -> None:
+    """Run the whole owner cycle under leases short enough to expire mid-race.
+
+    Every write to a run's log goes through the fence, and the final
+    ``finish`` happens inside the fence too. Some owners stall past their
+    lease on purpose, so others take their runs over.
+    """
+    finished: list[list[str]] = []
+    lost = claims = 0
+    end = time.monotonic() + deadline_s
+    with Store(Path(path), lease_ms=lease_ms, busy_timeout_ms=20_000) as store:
+        barrier.wait()
+        while time.monotonic() < end:
+            claim = store.claim_next(runner)
+            if claim is None:
+                if len(store.list_runs("done", limit=total + 1)) == total:
+                    break
+                time.sleep(0.002)  # polling for expired claims, with a deadline
+                continue
+            claims += 1
+            run, token = claim.run_id, claim.token
+            log = Path(runs_dir) / run / "log"
+            try:
+                with fenced(store, log.parent, run, token):
+                    _append(log, f"{token} claim {claim.state}")
+                if claim.state == "starting":
+                    store.mark_running(run, token)
+                store.renew(run, token)
+                if claims % 10 == 1:
+                    time.sleep(lease_ms * 3 / 1000)  # a slow owner: its lease runs out
+                with fenced(store, log.parent, run, token):
+                    _append(log, f"{token} finish")
+                    store.finish(run, token)
+                finished.append([run, token])
+            except (ClaimLost, TransitionRefused):
+                lost += 1
+    _dump(out, {"finished": finished, "lost": lost, "claims": claims})
+
+
+# ---- fence and takeover -------------------------------------------------------
+
+
+def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
+                        conn: Connection) -> None:
+    """The new owner: claim an expired run, write through the fence, then obey the parent."""
+    with Store(Path(path), clock=FixedClock(now)) as store:
+        claim = store.claim_by_id(run_id, "runner-new")
+        target = Path(bundle_dir) / "state.json"
+        with fenced(store, Path(bundle_dir), run_id, claim.token):
+            target.write_text("new-1")
+        conn.send(claim.token)
+        while (msg := conn.recv()) != "exit":
+            if msg == "write":
+                with fenced(store, Path(bundle_dir), run_id, claim.token):
+                    target.write_text("new-2")
+                conn.send("written")
+            elif msg == "hold":
+                with fenced(store, Path(bundle_dir), run_id, claim.token):
+                    conn.send("holding")
+                    assert conn.recv() == "release"
+                conn.send("released")
+
+
+def hold_claims(path: str, runner: str, now: int, claims: list[list[Any]],
+                conn: Connection) -> None:
+    """Register as a runner, claim the given runs, report, then block until killed.
+
+    ``claims`` holds ``[run_id, session or None, make_running]`` entries.
+    """
+    with Store(Path(path), clock=FixedClock(now)) as store:
+        store.register_runner(runner, "host", os.getpid(), process_start_time(), host_name())
+        tokens = {}
+        for run_id, session, running in claims:
+            claim = store.claim_by_id(run_id, runner, session=session)
+            if running:
+                store.mark_running(run_id, claim.token)
+            tokens[run_id] = claim.token
+        conn.send(tokens)
+        conn.recv()  # never answered: the parent kills this process
+
+
+# ---- feed ----------------------------------------------------------------------
+
+
+def deliver_notifications(path: str, session: str, barrier: Barrier, out: str,
+                          release_some: bool) -> None:
+    """Claim, deliver, and sometimes hand back, until no notification is left."""
+    delivered = []
+    refused = 0
+    with Store(Path(path), busy_timeout_ms=20_000) as store:
+        barrier.wait()
+        round_ = 0
+        while True:
+            token, rows = store.claim_notifications(session, limit=7)
+            if not rows:
+                break
+            round_ += 1
+            if release_some and round_ % 3 == 0:
+                store.release_notifications(token)
+                continue
+            for row in rows:
+                if store.mark_notification_delivered(row.id, token):
+                    delivered.append(row.id)
+                else:
+                    refused += 1
+    _dump(out, {"delivered": delivered, "refused": refused})
+
+
+def resolve_intents(path: str, session: str, barrier: Barrier, out: str) -> None:
+    resolved = []
+    refused = 0
+    with Store(Path(path), busy_timeout_ms=20_000) as store:
+        barrier.wait()
+        while True:
+            token, intents = store.claim_turn_intents(session, limit=3)
+            if not intents:
+                break
+            for intent in intents:
+                try:
+                    store.resolve_turn_intent(intent.intent_id, token)
+                    resolved.append(intent.intent_id)
+                except TransitionRefused:
+                    refused += 1
+    _dump(out, {"resolved": resolved, "refused": refused})
+
+
+# ---- the write lock ----------------------------------------------------------------
+
+
+def hold_write_lock(path: str, hold_s: float, conn: Connection) -> None:
+    """Take SQLite's write lock on a plain connection, say so, hold it, let go."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN IMMEDIATE")
+    conn.send("locked")
+    time.sleep(hold_s)  # the thing under test: a writer that keeps the lock this long
+    db.execute("COMMIT")
+    db.close()
+    conn.send("released")
