@@ -1,0 +1,318 @@
+"""The host: ``pi-workflows host`` supervises one worker subprocess per claimed run.
+
+Owns the supervisor loop. ``loop_once`` is one short pass (drain signals ->
+reap children -> stop hung workers -> restart crashed ones -> claim up to the
+concurrency limit) so tests drive it without threads; ``serve`` adds start-up
+(lock, register, reap orphans, take over dead runners) and the wait on the
+wakeup descriptors. Signal handlers only record. Imports ``protocol`` and the
+supervisor's own modules; starts the worker only as a subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import select
+import signal
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from loguru import logger
+
+from ..protocol.clock import Clock, now_ms
+from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
+from ..protocol.hostlock import HostLock
+from ..protocol.liveness import host_name, process_start_time, runner_is_dead
+from ..protocol.retry import backoff_delays
+from ..protocol.settings import Paths, Settings, project_key
+from ..protocol.store import Claim, Store, open_store
+from ..protocol.titles import set_title
+from ..protocol.wakeup import Listener
+from .reaper import find_orphans, kill_processes
+from .workers import WorkerHandle, spawn_worker
+
+
+def default_concurrency() -> int:
+    return max(2, os.cpu_count() or 2)
+
+
+@dataclass
+class Pending:
+    """A claim the host holds without a worker: a crash restart or a takeover."""
+
+    claim: Claim
+    due: float  # monotonic
+    crashes: deque[float] = field(default_factory=deque)
+
+
+@dataclass
+class StartupReport:
+    runner_id: str
+    reaped: int
+    taken_over: int
+
+
+class Host:
+    def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
+                 clock: Clock = now_ms, extra_pi_args: str = "") -> None:
+        self.paths = paths
+        self.settings = settings
+        self.concurrency = concurrency or settings.concurrency or default_concurrency()
+        self.clock = clock
+        self.extra_pi_args = extra_pi_args
+        self.runner_id = f"host-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.project_key = project_key(paths.project)
+        self.store: Store = open_store(settings, paths.store_file, clock=clock)
+        self.lock = HostLock(paths.host_lock)
+        self.workers: dict[str, WorkerHandle] = {}
+        self.pending: dict[str, Pending] = {}
+        self.crashes: dict[str, deque[float]] = {}
+        self.stopping = False
+        self.quick = False
+        self._signal_r: int | None = None
+        self._listener: Listener | None = None
+        self._store_delay = backoff_delays(0.05, 2.0)
+        self._store_failures = 0
+
+    # ---- start-up --------------------------------------------------------
+
+    def start(self) -> StartupReport:
+        """Lock, register, reap orphans, take over dead runners (in that order)."""
+        self.lock.acquire(self.runner_id)
+        self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
+                                   host_name())
+        live = {self.runner_id}
+        dead = []
+        for row in self.store.list_runners():
+            if row.runner_id == self.runner_id:
+                continue
+            if runner_is_dead(row.pid, row.pid_start_time, row.host_name):
+                dead.append(row)
+            else:
+                live.add(row.runner_id)
+        reaped = kill_processes(find_orphans(self.paths.runs_dir, self.project_key, live))
+        taken = 0
+        for row in dead:
+            for claim in self.store.take_over_runner(row, self.runner_id):
+                self.pending[claim.run_id] = Pending(claim, time.monotonic())
+                taken += 1
+        return StartupReport(self.runner_id, reaped, taken)
+
+    # ---- one pass ----------------------------------------------------------
+
+    def loop_once(self) -> None:
+        self._drain_signals()
+        self._reap()
+        self._stop_hung()
+        self._renew_pending()
+        if not self.stopping:
+            self._start_pending()
+            self._claim()
+        self._set_title()
+
+    def _drain_signals(self) -> None:
+        if self._signal_r is None:
+            return
+        try:
+            data = os.read(self._signal_r, 512)
+        except BlockingIOError:
+            return
+        for signum in data:
+            if signum in (signal.SIGTERM, signal.SIGINT):
+                self.request_stop()
+
+    def request_stop(self) -> None:
+        """First call: graceful drain. Second: quick shutdown."""
+        if self.stopping:
+            self.quick = True
+            return
+        self.stopping = True
+        for handle in self.workers.values():
+            handle.terminate()  # the worker parks its run and exits
+
+    def _reap(self) -> None:
+        for run_id, handle in list(self.workers.items()):
+            code = handle.poll()
+            if code is None:
+                continue
+            del self.workers[run_id]
+            self._exited(handle, code)
+
+    def _exited(self, handle: WorkerHandle, code: int) -> None:
+        run_id = handle.run_id
+        if code in (WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST):
+            logger.info("worker for {} exited ({})", run_id, WorkerExit(code).name.lower())
+            self.crashes.pop(run_id, None)
+            return
+        if self.stopping:
+            return  # drain parks whatever it still holds
+        try:
+            row = self.store.verify(run_id, handle.claim.token)
+        except ClaimLost:
+            logger.info("worker for {} exited {} after losing its claim", run_id, code)
+            return
+        if code == WorkerExit.BOOT_ERROR:
+            self.store.fail(run_id, handle.claim.token, "worker_boot_error",
+                            "the worker could not start; see the host log")
+            return
+        window = self.settings.crash_window_s
+        now = time.monotonic()
+        crashes = self.crashes.setdefault(run_id, deque())
+        crashes.append(now)
+        while crashes and now - crashes[0] > window:
+            crashes.popleft()
+        if len(crashes) >= self.settings.crash_limit:
+            self.crashes.pop(run_id, None)
+            self.store.fail(run_id, handle.claim.token, "worker_crash_loop",
+                            f"the worker crashed {len(crashes)} times within {window:g} s"
+                            f" (last exit status {code}); the run was stopped")
+            logger.warning("run {} failed: worker crash loop", run_id)
+            return
+        delay = self.settings.restart_backoff_s * (2 ** (len(crashes) - 1))
+        claim = Claim(run_id, handle.claim.runner_id, handle.claim.token,
+                      handle.claim.lease_expires_at, row.state, row.state)
+        self.pending[run_id] = Pending(claim, now + delay)
+        logger.warning("worker for {} crashed (status {}); restart in {:.1f} s", run_id, code,
+                       delay)
+
+    def _stop_hung(self) -> None:
+        now = self.clock()
+        for handle in self.workers.values():
+            if handle.term_sent is not None:
+                grace = (self.settings.drain_grace_s if self.stopping
+                         else self.settings.hung_kill_after_s)
+                if time.monotonic() - handle.term_sent >= grace or self.quick:
+                    handle.kill()
+                continue
+            row = self.store.get(handle.run_id)
+            if row is None or row.claim_token != handle.claim.token:
+                handle.terminate()  # its claim is gone: it must not keep running
+            elif (row.lease_expires_at or 0) <= now:
+                logger.warning("worker for {} stopped renewing its lease; stopping it",
+                               handle.run_id)
+                handle.terminate()
+
+    def _renew_pending(self) -> None:
+        for run_id, pending in list(self.pending.items()):
+            try:
+                self.store.renew(run_id, pending.claim.token)
+            except ClaimLost:
+                del self.pending[run_id]
+
+    def _start_pending(self) -> None:
+        now = time.monotonic()
+        for run_id, pending in sorted(self.pending.items(), key=lambda kv: kv[1].due):
+            if len(self.workers) >= self.concurrency or pending.due > now:
+                continue
+            del self.pending[run_id]
+            try:
+                row = self.store.verify(run_id, pending.claim.token)
+            except ClaimLost:
+                continue
+            claim = Claim(run_id, self.runner_id, pending.claim.token,
+                          row.lease_expires_at or 0, row.state, row.state)
+            self._spawn(claim)
+
+    def _claim(self) -> None:
+        while len(self.workers) + len(self.pending) < self.concurrency:
+            claim = self.store.claim_next(self.runner_id)
+            if claim is None:
+                return
+            self._spawn(claim)
+
+    def _spawn(self, claim: Claim) -> None:
+        handle = spawn_worker(claim, project=self.paths.project, project_key=self.project_key,
+                              runner_id=self.runner_id, extra_pi_args=self.extra_pi_args)
+        self.workers[claim.run_id] = handle
+        logger.info("run {} -> worker pid {}", claim.run_id, handle.pid)
+
+    def _set_title(self) -> None:
+        set_title(f"pi-workflows host {self.paths.project} workers={len(self.workers)}")
+
+    # ---- serving ---------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        self._signal_r = r
+        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+            signal.signal(sig, lambda *_: None)  # recorded by the wakeup fd; nothing else
+
+    def _wait(self, timeout: float) -> None:
+        fds: list[Any] = [fd for fd in (self._signal_r, self._listener) if fd is not None]
+        # The signal pipe is drained by the next pass, so peek without reading it.
+        readable, _, _ = select.select(fds, [], [], timeout)
+        if self._listener is not None and self._listener in readable:
+            self._listener.drain()
+
+    def _next_timeout(self) -> float:
+        timeout = self.settings.poll_interval_s
+        now = time.monotonic()
+        for pending in self.pending.values():
+            timeout = min(timeout, max(0.0, pending.due - now))
+        if self.stopping:
+            timeout = min(timeout, 0.1)
+        return timeout
+
+    def serve(self, on_start: Any = None) -> int:
+        self._install_signals()
+        report = self.start()
+        try:
+            self._listener = Listener(self.paths.state_dir)
+        except OSError as exc:
+            logger.warning("no wakeup socket ({}); polling every {} s", exc,
+                           self.settings.poll_interval_s)
+        if on_start is not None:
+            on_start(report)
+        try:
+            while True:
+                try:
+                    self.loop_once()
+                    self._store_failures = 0
+                except StoreTransientError as exc:
+                    delay = self._store_delay(self._store_failures)
+                    self._store_failures += 1
+                    logger.warning("store busy ({}); backing off {:.2f} s", exc, delay)
+                    time.sleep(delay)
+                    continue
+                if self.stopping and (not self.workers or self.quick):
+                    break
+                self._wait(self._next_timeout())
+        finally:
+            self.shutdown()
+        return 0
+
+    def shutdown(self) -> None:
+        """Kill what is left, park the rows still held, release everything."""
+        for handle in self.workers.values():
+            handle.kill()
+        for handle in self.workers.values():
+            try:
+                handle.proc.wait(5)
+            except Exception as exc:  # a child that will not die must not stop shutdown
+                logger.warning("worker {} did not exit: {}", handle.pid, exc)
+        held = [h.claim for h in self.workers.values()] + [p.claim for p in self.pending.values()]
+        for claim in held:
+            self._park_quietly(claim)
+        self.workers.clear()
+        self.pending.clear()
+        if self._listener is not None:
+            self._listener.close()
+        try:
+            self.store.unregister_runner(self.runner_id)
+        except PiWorkflowsError as exc:
+            logger.warning("could not unregister the host runner: {}", exc)
+        self.lock.release()
+        self.store.close()
+
+    def _park_quietly(self, claim: Claim) -> None:
+        try:
+            row = self.store.get(claim.run_id)
+            if row is not None and row.state == "running" and row.claim_token == claim.token:
+                self.store.park(claim.run_id, claim.token)
+        except PiWorkflowsError as exc:
+            logger.warning("could not park {}: {}", claim.run_id, exc)

@@ -1,0 +1,84 @@
+"""Finding and killing processes left behind by a dead runner.
+
+Owns orphan discovery (pids recorded in unsettled bundles, and any process
+carrying this project's run marker) and killing them by group and then one
+by one, after checking identity: a pid is never signalled on the strength
+of "it is alive" alone, and a live runner's processes are never touched.
+Imports ``protocol`` and psutil.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterable
+from pathlib import Path
+
+import psutil
+from loguru import logger
+
+from ..protocol.bundle import SETTLED_STATUSES, Bundle, BundleCorrupt, list_bundles
+from ..protocol.liveness import is_same_process
+from ..protocol.spawn import MARKER_ENV
+
+
+def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
+    """The runner id in ``proc``'s marker if it belongs to this project."""
+    try:
+        value = proc.environ().get(MARKER_ENV)
+    except (psutil.Error, OSError):
+        return None
+    if not value:
+        return None
+    key, _, rest = value.partition("/")
+    if key != project_key:
+        return None
+    return rest.partition("/")[0] or None
+
+
+def find_orphans(runs_dir: Path, project_key: str, live_runners: set[str]) -> list[psutil.Process]:
+    """Processes of this project whose owning runner is not alive."""
+    me = os.getpid()
+    found: dict[int, psutil.Process] = {}
+    for run_id in list_bundles(runs_dir):
+        bundle = Bundle(runs_dir, run_id)
+        try:
+            if bundle.raw_state().get("status") in SETTLED_STATUSES:
+                continue
+        except BundleCorrupt:
+            pass
+        for entry in bundle.processes().get("processes", []):
+            pid, start = entry.get("pid"), entry.get("startTime")
+            if not isinstance(pid, int) or not isinstance(start, int | float) or pid == me:
+                continue
+            if entry.get("runnerId") in live_runners or not is_same_process(pid, float(start)):
+                continue
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    for proc in psutil.process_iter():
+        if proc.pid == me or proc.pid in found:
+            continue
+        runner = _marker_runner(proc, project_key)
+        if runner is not None and runner not in live_runners:
+            found[proc.pid] = proc
+    return list(found.values())
+
+
+def kill_processes(procs: Iterable[psutil.Process], *, timeout: float = 5.0) -> int:
+    """SIGKILL each process's group (when it leads one) and the process; wait for them."""
+    targets = []
+    for proc in procs:
+        try:
+            # psutil.Process checks its create time on each call, so a reused
+            # pid raises NoSuchProcess here instead of being signalled.
+            if os.getpgid(proc.pid) == proc.pid and proc.is_running():
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.kill()
+            targets.append(proc)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    _, alive = psutil.wait_procs(targets, timeout=timeout)
+    for proc in alive:
+        logger.warning("process {} survived SIGKILL", proc.pid)
+    return len(targets)

@@ -1,0 +1,63 @@
+"""Worker subprocess handles: spawning one worker per claimed run.
+
+Owns the worker command line, its environment (claim token, run marker),
+and the per-child handle the host reaps with (``Popen.poll``: never a
+catch-all ``waitpid(-1)``). Imports ``protocol``; never the worker package.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..protocol.spawn import MARKER_ENV, marker_value, signal_group, spawn
+from ..protocol.store import Claim
+
+TOKEN_ENV = "PI_WORKFLOWS_CLAIM_TOKEN"
+EXTRA_PI_ARGS_ENV = "PI_WORKFLOWS_EXTRA_PI_ARGS"
+
+
+@dataclass
+class WorkerHandle:
+    claim: Claim
+    proc: subprocess.Popen[bytes]
+    started: float = field(default_factory=time.monotonic)
+    term_sent: float | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.claim.run_id
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def signal(self, sig: int) -> bool:
+        return signal_group(self.proc, sig)
+
+    def terminate(self) -> None:
+        if self.term_sent is None:
+            self.term_sent = time.monotonic()
+        self.signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+
+
+def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
+                 extra_pi_args: str = "") -> WorkerHandle:
+    argv = [sys.executable, "-m", "pi_workflows.worker", "--project", str(project),
+            "--run", claim.run_id, "--runner", runner_id, "--claim-state", claim.state,
+            "--parent-pid", str(os.getpid())]
+    env = {TOKEN_ENV: claim.token, MARKER_ENV: marker_value(project_key, runner_id, claim.run_id)}
+    if extra_pi_args:
+        env[EXTRA_PI_ARGS_ENV] = extra_pi_args
+    return WorkerHandle(claim, spawn(argv, env=env))

@@ -1,0 +1,151 @@
+"""The worker process: boot, signals, lease renewal, parent watch, exit codes.
+
+Owns everything about being the one subprocess that executes one claimed
+run: the process title, ``PR_SET_PDEATHSIG``, recording its pid in the
+bundle before any work, renewing its own lease (and stopping at once when
+the claim is lost), turning TERM into a park, and the documented exit code.
+Signal handlers only write to a wakeup pipe. Imports ``protocol`` and the
+worker runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from ..protocol.bundle import Bundle, BundleWriter
+from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
+from ..protocol.logsetup import setup_logging
+from ..protocol.processes import self_record, with_entry
+from ..protocol.retry import retry_store
+from ..protocol.settings import Settings, load_settings, resolve_paths
+from ..protocol.store import Claim, open_store
+from ..protocol.titles import set_title
+from .control import Control
+from .engine import Engine
+from .runner import execute_claim
+
+TOKEN_ENV = "PI_WORKFLOWS_CLAIM_TOKEN"
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask Linux to send ``sig`` when the parent (its spawning thread) goes away."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+
+def _watch_signals(control: Control, read_fd: int) -> None:
+    """Turn recorded signals into park requests, outside the signal handler."""
+    while True:
+        try:
+            data = os.read(read_fd, 64)
+        except InterruptedError:
+            continue
+        if not data:
+            return
+        control.request_park()
+
+
+def install_signals(control: Control) -> None:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: None)  # the wakeup fd records it; nothing else here
+    threading.Thread(target=_watch_signals, args=(control, read_fd), daemon=True,
+                     name="pi-workflows-signals").start()
+
+
+def _watch_parent(control: Control, parent: int, stop: threading.Event) -> None:
+    # Portable backstop for PDEATHSIG: re-parenting means the supervisor died.
+    while not stop.wait(0.5):
+        if os.getppid() != parent:
+            control.request_park()
+            return
+
+
+def _renew(settings: Settings, store_file: Path, claim: Claim, control: Control,
+           lost: threading.Event, stop: threading.Event) -> None:
+    store = open_store(settings, store_file)
+    try:
+        while not stop.wait(settings.renew_ms / 1000):
+            try:
+                renewal = retry_store(lambda: store.renew(claim.run_id, claim.token),
+                                      deadline_s=max(0.5, (settings.lease_ms - settings.renew_ms)
+                                                     / 1000))
+            except (ClaimLost, StoreTransientError):
+                lost.set()
+                control.request_park()
+                return
+            if renewal.cancel_requested:
+                control.request_cancel()
+    finally:
+        store.close()
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="pi-workflows-worker")
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--run", required=True)
+    parser.add_argument("--runner", required=True)
+    parser.add_argument("--claim-state", default="starting", choices=["starting", "running"])
+    parser.add_argument("--parent-pid", type=int, default=None)
+    parser.add_argument("--force", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    set_title(f"pi-workflows worker {args.run} booting")
+    die_with_parent()
+    control = Control()
+    install_signals(control)
+    parent = args.parent_pid if args.parent_pid is not None else os.getppid()
+    if os.getppid() != parent:
+        return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
+    token = os.environ.get(TOKEN_ENV, "")
+    try:
+        settings = load_settings()
+        paths = resolve_paths(settings, Path(args.project))
+        setup_logging(paths.log_dir, level=settings.log_level, role="worker")
+        store = open_store(settings, paths.store_file)
+        claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
+        store.verify(claim.run_id, token)
+    except ClaimLost:
+        return WorkerExit.CLAIM_LOST
+    except (PiWorkflowsError, OSError) as exc:
+        sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
+        return WorkerExit.BOOT_ERROR
+    stop = threading.Event()
+    lost = threading.Event()
+    threading.Thread(target=_watch_parent, args=(control, parent, stop), daemon=True).start()
+    threading.Thread(target=_renew, args=(settings, paths.store_file, claim, control, lost, stop),
+                     daemon=True, name="pi-workflows-renew").start()
+
+    def on_engine(engine: Engine) -> None:
+        engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")
+
+    try:
+        writer = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, token,
+                              fsync=settings.fsync)
+        existing = writer.bundle.processes()
+        writer.write_processes(with_entry(existing, self_record("worker", args.runner)))
+        result = execute_claim(store, claim, runs_dir=paths.runs_dir, project_dir=paths.project,
+                               fsync=settings.fsync, control=control, force=args.force,
+                               park_grace_s=settings.park_grace_s,
+                               engine_hook=on_engine)
+    except ClaimLost:
+        return WorkerExit.CLAIM_LOST
+    finally:
+        stop.set()
+    if lost.is_set() and result.outcome == "parked":
+        return WorkerExit.CLAIM_LOST
+    return WorkerExit.PARKED if result.outcome == "parked" else WorkerExit.FINISHED
