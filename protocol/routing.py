@@ -93,8 +93,13 @@ def resolve_path(
         parsed = path if isinstance(path, RoutePath) else parse_path(path)
     except ValueError as exc:
         raise RoutingError(f"switch path {path!r} {exc}") from None
-    value: Any = output if parsed.base == "output" else dict(result or {})
-    walked = "$result" if parsed.base == "result" else "$"
+    if parsed.base == "result":
+        # A known result field that a record lacks (exitCode of a command that
+        # never exited) reads as null, so a switch can still route on it.
+        record = dict(result or {})
+        return record.get(parsed.segments[0]) if parsed.segments else record
+    value: Any = output
+    walked = "$"
     for segment in parsed.segments:
         found, nxt = _step(value, segment)
         if not found:

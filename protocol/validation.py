@@ -337,8 +337,8 @@ def _plain(value: Any, where: str, depth: int, node_id: str) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [_plain(item, f"{where}.{i}", depth + 1, node_id) for i, item in enumerate(value)]
-    raise OutputError([f"output of node {node_id!r} is not JSON-serialisable: {where} is a"
-                       f" {type(value).__name__}"])
+    raise OutputError([f"output of node {node_id!r} is not JSON-serialisable: {where} is of"
+                       f" type {type(value).__name__}"])
 
 
 def check_output(node_id: str, value: Any) -> Any:
