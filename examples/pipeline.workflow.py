@@ -1,0 +1,66 @@
+"""Count the lines of Python under a directory and report the total.
+
+Shows compute and shell nodes, and a switch on ``$result.outcome`` that routes
+a failed command to its own report instead of failing the run.
+
+Run input: a directory (the task text) or ``{"dir": "src"}``; default ``.``,
+relative to the project directory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pi_workflows import NodeContext, compute, define_workflow, edge, notify, shell, switch
+
+
+def parse_input(raw: Any) -> dict[str, str]:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {"dir": "."}
+    if isinstance(raw, str):
+        return {"dir": raw.strip()}
+    if isinstance(raw, dict) and isinstance(raw.get("dir"), str) and raw["dir"].strip():
+        return {"dir": raw["dir"].strip()}
+    raise ValueError('give a directory path as the task, or {"dir": "<path>"}')
+
+
+def plan(ctx: NodeContext) -> dict[str, str]:
+    return {"dir": ctx.input["dir"], "pattern": "*.py"}
+
+
+def count_command(ctx: NodeContext) -> list[str]:
+    pattern = ctx.outputs["plan"]["pattern"]
+    # argv form: the pattern reaches the script as $1, never through shell parsing.
+    script = 'find . -type f -name "$1" -exec cat {} + | wc -l'
+    return ["/bin/sh", "-c", script, "count", pattern]
+
+
+def summarize(ctx: NodeContext) -> dict[str, Any]:
+    stdout = ctx.outputs["count"]["stdout"].strip()
+    return {"dir": ctx.outputs["plan"]["dir"], "lines": int(stdout or 0)}
+
+
+def failure_message(ctx: NodeContext) -> str:
+    result = ctx.results["count"]
+    return f"counting failed ({result['outcome']}, {result['errorCode']}): {result['error']}"
+
+
+workflow = define_workflow(
+    description="Count the lines of Python under a directory.",
+    input=parse_input,
+    start_at="plan",
+    nodes=[
+        compute("plan", plan),
+        shell("count", count_command, cwd=lambda ctx: ctx.outputs["plan"]["dir"],
+              timeout=120, idempotent=True),
+        compute("summarize", summarize),
+        notify("report", lambda ctx: "{lines} lines of Python under {dir}".format(
+            **ctx.outputs["summarize"]), kind="final"),
+        notify("report_failure", failure_message, kind="final"),
+    ],
+    edges=[
+        edge("plan", "count"),
+        switch("count", "$result.outcome", {"ok": "summarize"}, default="report_failure"),
+        edge("summarize", "report"),
+    ],
+)
