@@ -1,0 +1,1 @@
+"""Tests of the workflow authoring layer: model, validation, routing, discovery, CLI."""
