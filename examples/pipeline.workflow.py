@@ -3,8 +3,9 @@
 Shows compute and shell nodes, and a switch on ``$result.outcome`` that routes
 a failed command to its own report instead of failing the run.
 
-Run input: a directory (the task text) or ``{"dir": "src"}``; default ``.``,
-relative to the project directory.
+Run input: a directory as the task words (``pi-workflows run pipeline src``)
+or ``--input-json '{"dir": "src"}'``; default ``.``, relative to the project
+directory.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from pi_workflows import NodeContext, compute, define_workflow, edge, notify, sh
 
 
 def parse_input(raw: Any) -> dict[str, str]:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return {"dir": "."}
+    """``run pipeline src`` gives ``{"task": "src"}``; JSON input may be ``{"dir": ...}``."""
     if isinstance(raw, str):
-        return {"dir": raw.strip()}
-    if isinstance(raw, dict) and isinstance(raw.get("dir"), str) and raw["dir"].strip():
-        return {"dir": raw["dir"].strip()}
-    raise ValueError('give a directory path as the task, or {"dir": "<path>"}')
+        raw = {"dir": raw}
+    if not isinstance(raw, dict):
+        raise ValueError('give a directory as the task, or --input-json \'{"dir": "<path>"}\'')
+    value = raw.get("dir", raw.get("task", "."))
+    if not isinstance(value, str):
+        raise TypeError("the directory must be a string")
+    return {"dir": value.strip() or "."}
 
 
 def plan(ctx: NodeContext) -> dict[str, str]:

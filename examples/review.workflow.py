@@ -6,7 +6,7 @@ Shows a checkpoint with an outgoing edge. The first run ends ``waiting`` at
 which the answer is the output of ``approve``; it routes past the checkpoint
 to ``decide`` and on to ``publish`` or ``discard``.
 
-Run input: the text of the change (the task text) or ``{"change": "..."}``.
+Run input: the change, as the task words or ``{"change": "..."}``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ YES = {"y", "yes", "ok", "approve", "approved", "publish", "true"}
 
 
 def parse_input(raw: Any) -> dict[str, str]:
-    text = raw.get("change") if isinstance(raw, dict) else raw
+    """``run review "fixed the login bug"`` gives ``{"task": "fixed the login bug"}``."""
+    text = raw.get("change", raw.get("task")) if isinstance(raw, dict) else raw
     if not isinstance(text, str) or not text.strip():
-        raise ValueError('describe the change: give it as the task text or {"change": "..."}')
+        raise ValueError('describe the change: as the task words or {"change": "..."}')
     return {"change": text.strip()}
 
 
@@ -42,16 +43,14 @@ def draft(ctx: NodeContext) -> dict[str, str]:
 def decide(ctx: NodeContext) -> dict[str, Any]:
     """Turn whatever the human answered into ``{"approved": bool, "comment": str}``."""
     answer = ctx.outputs["approve"]
+    if isinstance(answer, dict):
+        if isinstance(answer.get("approved"), bool):
+            return {"approved": answer["approved"], "comment": str(answer.get("comment", ""))}
+        answer = next((answer[k] for k in ("answer", "text", "task") if k in answer), "")
     if isinstance(answer, bool):
         return {"approved": answer, "comment": ""}
-    if isinstance(answer, dict):
-        approved = answer.get("approved", answer.get("answer"))
-        if isinstance(approved, str):
-            approved = approved.strip().lower() in YES
-        return {"approved": bool(approved), "comment": str(answer.get("comment", ""))}
-    text = str(answer or "").strip()
-    first, _, rest = text.partition(" ")
-    return {"approved": first.lower() in YES, "comment": rest.strip()}
+    first, _, rest = str(answer or "").strip().partition(" ")
+    return {"approved": first.strip(",.!").lower() in YES, "comment": rest.strip()}
 
 
 def publish(ctx: NodeContext) -> dict[str, str]:

@@ -4,8 +4,8 @@ Shows an agent step with ``expected_output`` (checked by the engine before
 the submission is accepted) and ``validate`` (a rule of our own: the model
 sees the returned reason and can submit again).
 
-Run input: a path to a file in the project, a text, or ``{"path": "..."}``
-/ ``{"text": "..."}``.
+Run input: a path to a file in the project or a text, as the task words, or
+``{"path": "..."}`` / ``{"text": "..."}``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ SUMMARY_SHAPE = {
 
 
 def parse_input(raw: Any) -> dict[str, str]:
+    """A path or text as the task words, or ``{"path": ...}`` / ``{"text": ...}``."""
+    if isinstance(raw, dict) and "task" in raw:
+        raw = raw["task"]
     if isinstance(raw, dict):
         for key in ("path", "text"):
             if isinstance(raw.get(key), str) and raw[key].strip():

@@ -26,7 +26,8 @@ def test_example_loads(name: str) -> None:
 
 def test_pipeline_routes_failures() -> None:
     wf = load_workflow_file(EXAMPLES / "pipeline.workflow.py").workflow
-    assert apply_input(wf, "src") == {"dir": "src"}
+    assert apply_input(wf, {"task": "src"}) == {"dir": "src"}
+    assert apply_input(wf, {}) == {"dir": "."}
     assert routes_failures(wf, "count")
     assert next_node(wf, "count", {"exitCode": 0, "stdout": "3\n"}, {**OK, "exitCode": 0}) == (
         "summarize")
@@ -42,7 +43,8 @@ def test_review_checkpoint_routes_past_the_answer() -> None:
     assert next_node(wf, "approve", "yes", OK) == "decide"
     decide = wf.nodes["decide"].fn  # type: ignore[union-attr]
     for answer, approved in (("yes", True), ("no, too long", False), (True, True),
-                             ({"approved": False, "comment": "c"}, False)):
+                             ({"approved": False, "comment": "c"}, False),
+                             ({"text": "Approve."}, True), ({"task": "nope"}, False)):
         output = decide(make_ctx(outputs={"approve": answer}))
         assert output["approved"] is approved
         assert next_node(wf, "decide", output, OK) == ("publish" if approved else "discarded")
@@ -57,5 +59,5 @@ def test_summarize_agent_validation() -> None:
     assert check({"summary": "fine", "bullets": ["a"]}, ctx) is None
     assert check({"summary": "fine", "bullets": list("abcdef")}, ctx) == (
         "give at most 5 bullets, not 6")
-    assert apply_input(wf, "README.md") == {"path": "README.md"}
+    assert apply_input(wf, {"task": "README.md"}) == {"path": "README.md"}
     assert apply_input(wf, "some words to summarize") == {"text": "some words to summarize"}
