@@ -53,3 +53,28 @@ def retry_store(
                 on_retry(attempt, exc, pause)
             sleep(pause)
             attempt += 1
+
+
+class RetryingProxy:
+    """Wraps an object so every method call retries transient store errors.
+
+    Each call is one store transaction, so retrying it after a transient
+    error (which rolled the transaction back) never applies it twice.
+    """
+
+    def __init__(self, inner: object, *, deadline_s: float = 30.0,
+                 on_retry: Callable[[int, StoreTransientError, float], None] | None = None) -> None:
+        self._inner = inner
+        self._deadline_s = deadline_s
+        self._on_retry = on_retry
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: object, **kwargs: object) -> object:
+            return retry_store(lambda: attr(*args, **kwargs), deadline_s=self._deadline_s,
+                               on_retry=self._on_retry)
+
+        return call

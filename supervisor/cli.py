@@ -104,6 +104,10 @@ from .cli_workflows import register as _register_workflows  # noqa: E402
 
 _register_workflows(app)
 
+from .cli_runs import register as _register_runs  # noqa: E402
+
+_register_runs(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,7 +17,7 @@ import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from loguru import logger
 
@@ -25,13 +25,17 @@ from ..protocol.clock import Clock, now_ms
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
 from ..protocol.hostlock import HostLock
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
-from ..protocol.retry import backoff_delays
+from ..protocol.retry import RetryingProxy, backoff_delays
 from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
 from .reaper import find_orphans, kill_processes
 from .workers import WorkerHandle, spawn_worker
+
+
+def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
+    logger.warning("store busy ({}); backing off {:.2f} s (retry {})", exc, delay, attempt + 1)
 
 
 def default_concurrency() -> int:
@@ -64,7 +68,10 @@ class Host:
         self.extra_pi_args = extra_pi_args
         self.runner_id = f"host-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.project_key = project_key(paths.project)
-        self.store: Store = open_store(settings, paths.store_file, clock=clock)
+        # Each store call backs off on a busy store for a while; a longer
+        # outage reaches serve(), which backs off the whole pass.
+        self.store = cast(Store, RetryingProxy(open_store(settings, paths.store_file, clock=clock),
+                                               deadline_s=5.0, on_retry=_log_retry))
         self.lock = HostLock(paths.host_lock)
         self.workers: dict[str, WorkerHandle] = {}
         self.pending: dict[str, Pending] = {}
@@ -187,8 +194,14 @@ class Host:
                     handle.kill()
                 continue
             row = self.store.get(handle.run_id)
-            if row is None or row.claim_token != handle.claim.token:
-                handle.terminate()  # its claim is gone: it must not keep running
+            if row is not None and row.claim_token is None:
+                # The worker settled or parked the run itself and is exiting;
+                # only a worker that lingers after that is stopped.
+                handle.released = handle.released or time.monotonic()
+                if time.monotonic() - handle.released >= self.settings.hung_kill_after_s:
+                    handle.terminate()
+            elif row is None or row.claim_token != handle.claim.token:
+                handle.terminate()  # another runner owns the run now
             elif (row.lease_expires_at or 0) <= now:
                 logger.warning("worker for {} stopped renewing its lease; stopping it",
                                handle.run_id)

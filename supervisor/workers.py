@@ -28,6 +28,7 @@ class WorkerHandle:
     proc: subprocess.Popen[bytes]
     started: float = field(default_factory=time.monotonic)
     term_sent: float | None = None
+    released: float | None = None  # when the run's claim was seen released
 
     @property
     def run_id(self) -> str:

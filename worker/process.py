@@ -17,14 +17,17 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import cast
+
+from loguru import logger
 
 from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
 from ..protocol.logsetup import setup_logging
 from ..protocol.processes import self_record, with_entry
-from ..protocol.retry import retry_store
+from ..protocol.retry import RetryingProxy, retry_store
 from ..protocol.settings import Settings, load_settings, resolve_paths
-from ..protocol.store import Claim, open_store
+from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from .control import Control
 from .engine import Engine
@@ -91,6 +94,10 @@ def _renew(settings: Settings, store_file: Path, claim: Claim, control: Control,
         store.close()
 
 
+def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
+    logger.warning("store busy ({}); retry {} in {:.2f} s", exc, attempt + 1, delay)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pi-workflows-worker")
     parser.add_argument("--project", required=True)
@@ -116,7 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings()
         paths = resolve_paths(settings, Path(args.project))
         setup_logging(paths.log_dir, level=settings.log_level, role="worker")
-        store = open_store(settings, paths.store_file)
+        # A busy store never kills a worker: every call backs off and retries
+        # for up to a lease (past that the claim has expired anyway).
+        store = cast(Store, RetryingProxy(open_store(settings, paths.store_file),
+                                          deadline_s=settings.lease_ms / 1000,
+                                          on_retry=_log_retry))
         claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
         store.verify(claim.run_id, token)
     except ClaimLost:

@@ -1,0 +1,174 @@
+"""The run commands: ``host``, ``run``, ``status`` and ``list``.
+
+Owns parsing their arguments and printing their results; the work is done
+by the host (``supervisor.host``), preflight (``protocol.launch``) and the
+store. ``register(app)`` adds the commands. Never imports the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..protocol.discovery import discover_for
+from ..protocol.errors import NotFound, UsageError
+from ..protocol.launch import prepare_run
+from ..protocol.limits import validate_run_id
+from ..protocol.logsetup import setup_logging
+from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+from ..protocol.store import QUEUE_STATES, Store, open_store
+from ..protocol.wakeup import poke
+from .host import Host, StartupReport
+from .views import run_status, status_line
+
+_ProjectOpt = Annotated[
+    Path, typer.Option("--project", help="Project directory (default: the current directory).",
+                       show_default=False)]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _context(project: Path) -> tuple[Settings, Paths]:
+    settings = load_settings()
+    return settings, resolve_paths(settings, project)
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def parse_input(task: list[str] | None, input_json: str | None) -> Any:
+    """``--input-json`` is the input; otherwise trailing words become ``{"task": ...}``."""
+    if input_json is not None:
+        if task:
+            raise UsageError("give either TASK words or --input-json, not both")
+        try:
+            return json.loads(input_json)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--input-json is not valid JSON: {exc.msg} at position {exc.pos}",
+                             code="input_invalid") from None
+    return {"task": " ".join(task)} if task else {}
+
+
+def host_command(
+    ctx: typer.Context,
+    project: _ProjectOpt = Path("."),
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", min=1, max=256,
+        help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
+) -> None:
+    """Run the supervisor in the foreground: one worker subprocess per claimed run.
+
+    Arguments after `--` are passed to `pi` for agent steps. SIGTERM or Ctrl-C
+    drains (runs are parked and resume later); a second signal stops at once.
+    """
+    settings, paths = _context(project)
+    setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
+    host = Host(paths, settings, concurrency=concurrency, extra_pi_args=json.dumps(ctx.args)
+                if ctx.args else "")
+
+    def started(report: StartupReport) -> None:
+        sys.stderr.write(
+            f"pi-workflows host: runner {report.runner_id} (pid {os.getpid()})\n"
+            f"  project {paths.project}\n  store   {paths.store_file}\n"
+            f"  runs    {paths.runs_dir}\n  logs    {paths.log_dir}\n"
+            f"  reaped {report.reaped} orphan process(es); took over {report.taken_over}"
+            f" run(s); concurrency {host.concurrency}\n"
+            "  Ctrl-C or SIGTERM drains: running runs are parked and resume later\n")
+        sys.stderr.flush()
+
+    raise typer.Exit(host.serve(on_start=started))
+
+
+def run_command(
+    name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
+    task: Annotated[list[str] | None, typer.Argument(
+        help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
+    input_json: Annotated[str | None, typer.Option(
+        "--input-json", help="The run input as JSON (instead of TASK words).")] = None,
+    detach: Annotated[bool, typer.Option(
+        "--detach", help="Queue the run for the host and print its id.")] = False,
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """Start a run of workflow NAME."""
+    settings, paths = _context(project)
+    raw = parse_input(task, input_json)
+    if not detach:
+        raise UsageError("watching a run from this terminal is not available yet; add --detach"
+                         " and keep `pi-workflows host` running")
+    prepared = prepare_run(discover_for(settings, paths.project), name, raw)
+    with open_store(settings, paths.store_file) as store:
+        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input)
+    poke(paths.state_dir)
+    if as_json:
+        _print_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
+    else:
+        typer.echo(row.run_id)
+
+
+def _store(settings: Settings, paths: Paths) -> Store:
+    if not paths.store_file.exists():
+        raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
+                       code="no_store")
+    return open_store(settings, paths.store_file)
+
+
+def status_command(
+    run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
+                                              show_default=False)] = None,
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """Show a run's state: from the queue (even before it has a bundle) and its bundle."""
+    settings, paths = _context(project)
+    with _store(settings, paths) as store:
+        if run is not None:
+            row = store.get(validate_run_id(run))
+            if row is None:
+                raise NotFound(f"no run {run} in this project", code="run_not_found")
+            info = run_status(row, paths.runs_dir)
+            _print_json(info) if as_json else typer.echo(status_line(info))
+            return
+        rows = [r for r in store.list_runs() if r.state not in ("done", "failed", "cancelled")]
+        infos = [run_status(r, paths.runs_dir) for r in rows]
+    if as_json:
+        _print_json({"runs": infos})
+    else:
+        for info in infos:
+            typer.echo(status_line(info))
+        if not infos:
+            typer.echo("no unfinished runs")
+
+
+def list_command(
+    state: Annotated[str | None, typer.Option(
+        "--state", help=f"Only runs in this queue state ({', '.join(QUEUE_STATES)}).")] = None,
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """List the project's runs, oldest first."""
+    settings, paths = _context(project)
+    if not paths.store_file.exists():
+        infos: list[dict[str, Any]] = []
+    else:
+        with open_store(settings, paths.store_file) as store:
+            infos = [run_status(r, paths.runs_dir) for r in store.list_runs(state)]
+    if as_json:
+        _print_json({"runs": infos})
+        return
+    for info in infos:
+        typer.echo(status_line(info))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("host", context_settings={"allow_extra_args": True,
+                                          "ignore_unknown_options": True})(host_command)
+    app.command("run")(run_command)
+    app.command("status")(status_command)
+    app.command("list")(list_command)
+

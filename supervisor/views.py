@@ -1,0 +1,58 @@
+"""Read-only views of runs: the queue row joined with the bundle, when there is one.
+
+Owns the ``status --json`` shape. Works before a bundle exists (a queued
+launch) and never shows private input. Imports ``protocol`` only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..protocol.bundle import Bundle, BundleCorrupt
+from ..protocol.store import QueueRow
+
+
+def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "runId": row.run_id, "workflow": row.workflow, "queueState": row.state,
+        "runStatus": None, "currentNode": None, "waitingOn": None, "steps": None,
+        "errorCode": row.error_code, "error": row.error_message, "finalOutput": None,
+        "parentRunId": row.parent_run_id, "runnerId": row.runner_id,
+        "createdAt": row.created_at, "updatedAt": row.updated_at,
+        "cancelRequested": row.cancel_requested,
+    }
+    bundle = Bundle(runs_dir, row.run_id)
+    if not bundle.exists():
+        return data
+    try:
+        state = bundle.state()
+    except (BundleCorrupt, ValueError, OSError) as exc:
+        data["bundleError"] = str(exc)
+        return data
+    error = state.get("error") or {}
+    data.update({
+        "runStatus": state.get("status"), "currentNode": state.get("currentNode"),
+        "waitingOn": state.get("waitingNode") if state.get("status") == "waiting" else None,
+        "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
+        "summary": (state.get("waitingOutput") or {}).get("summary")
+        if state.get("status") == "waiting" else None,
+    })
+    if data["errorCode"] is None and error:
+        data["errorCode"], data["error"] = error.get("code"), error.get("message")
+    return data
+
+
+def status_line(info: dict[str, Any]) -> str:
+    """One human line per run."""
+    state = info["runStatus"] or info["queueState"]
+    if info["queueState"] not in ("done",) and info["runStatus"] and \
+            info["runStatus"] != info["queueState"]:
+        state = f"{info['queueState']}/{info['runStatus']}"
+    where = ""
+    if info.get("waitingOn"):
+        where = f" waiting at {info['waitingOn']}"
+    elif info.get("currentNode") and info["queueState"] in ("running", "parked", "starting"):
+        where = f" at {info['currentNode']}"
+    err = f" [{info['errorCode']}] {info['error']}" if info.get("errorCode") else ""
+    return f"{info['runId']}  {info['workflow']}  {state}{where}{err}"
