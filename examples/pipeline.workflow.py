@@ -54,7 +54,8 @@ workflow = define_workflow(
     start_at="plan",
     nodes=[
         compute("plan", plan),
-        shell("count", count_command, cwd=lambda ctx: ctx.outputs["plan"]["dir"],
+        shell("count", count_command,
+              cwd=lambda ctx: ctx.project_dir / ctx.outputs["plan"]["dir"],
               timeout=120, idempotent=True),
         compute("summarize", summarize),
         notify("report", lambda ctx: "{lines} lines of Python under {dir}".format(
