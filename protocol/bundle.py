@@ -189,6 +189,10 @@ class BundleWriter:
             self._manifest = self.bundle.manifest()
             raw = self.bundle.raw_state()
             self._status = raw.get("status")
+            if self._status in SETTLED_STATUSES:
+                # A settled run is never resumed: leave every byte as it is.
+                self.seq = int(raw.get("traceSeq", 0))
+                return self.bundle.state(), RepairReport(self.seq, 0, 0, False)
             report = self._repair(raw)
             return self.bundle.state(), report
 
