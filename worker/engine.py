@@ -124,9 +124,14 @@ class Engine:
                     "parentRunId": state["parentRunId"]}
         self.writer.create(manifest, snapshot(wf), state)
         self.state = state
+        self._started(digest)
+
+    def _started(self, digest: Any) -> None:
         self._transition("run_started", {
-            "workflow": wf.name, "digest": digest, "parentRunId": state["parentRunId"],
-            "carriedSteps": state["steps"], "startAt": state["currentNode"]}, {})
+            "workflow": self.workflow.name, "digest": digest,
+            "parentRunId": self.state.get("parentRunId"),
+            "carriedSteps": self.state.get("steps", 0),
+            "startAt": self.state.get("currentNode")}, {})
 
     def reopen(self, *, source_sha256: str | None, digest: str, force: bool = False) -> None:
         """The resume protocol: repair, pin the source, write the resume boundary."""
@@ -145,6 +150,10 @@ class Engine:
                     f"the workflow source of run {self.run_id} changed since it started;"
                     " restore it, or resume with --force to continue on the new source")
         self.state = state
+        if report.kept_seq == 0:
+            # The crash came between laying out the bundle and its first event:
+            # every trace starts with run_started, so write it before the boundary.
+            self._started(pinned.get("digest"))
         self._transition("run_resumed", {
             "boundary": True, "resumePoint": state.get("currentNode"),
             "interruptedAttempt": state.get("currentAttempt"),
