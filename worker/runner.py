@@ -18,7 +18,7 @@ from ..protocol.errors import PiWorkflowsError
 from ..protocol.store import Claim, Store
 from .agent import AgentExecutor
 from .control import Control
-from .engine import Engine
+from .engine import Engine, ResumeRefused
 
 # How each way the engine stops maps onto the queue.
 QUEUE_DONE = ("completed", "waiting")
@@ -34,6 +34,28 @@ class RunOutcome:
 def _fail(store: Store, claim: Claim, code: str, message: str) -> RunOutcome:
     store.fail(claim.run_id, claim.token, code, message)
     return RunOutcome(claim.run_id, "failed", code)
+
+
+def _adopt_settled(store: Store, claim: Claim, bundle: Bundle) -> RunOutcome:
+    """The bundle settled but the queue never heard: its owner died in between.
+
+    The bundle decides; the queue is brought in line with it (a settled run
+    is never resumed, and never failed for being settled).
+    """
+    state = bundle.raw_state()
+    status = str(state.get("status"))
+    if status in QUEUE_DONE:
+        if claim.state == "starting":
+            store.mark_running(claim.run_id, claim.token)
+        store.finish(claim.run_id, claim.token)
+        return RunOutcome(claim.run_id, status)
+    if status == "cancelled":
+        store.cancel(claim.run_id, claim.token)
+        return RunOutcome(claim.run_id, status)
+    error = state.get("error") or {}
+    code = str(error.get("code") or status)
+    store.fail(claim.run_id, claim.token, code, str(error.get("message") or status))
+    return RunOutcome(claim.run_id, status, code)
 
 
 def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Path,
@@ -77,6 +99,8 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
                           parent=parent)
         else:
             engine.reopen(source_sha256=loaded.source.sha256, digest=loaded.digest, force=force)
+    except ResumeRefused:
+        return _adopt_settled(store, claim, bundle)
     except PiWorkflowsError as exc:
         if exc.code == "claim_lost":
             raise
