@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,16 +164,43 @@ class Database:
             self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
             check_same_thread=False,
         )
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        self._conn = conn
-        self._create_if_empty()
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if str(mode).lower() != "wal":
-            raise StorePermanentError(f"store {self.path} could not switch to WAL (got {mode})")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._conn = conn
+            self._create_if_empty()
+            self._enable_wal(conn)
+            conn.execute(f"PRAGMA synchronous = {synchronous}")
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """Switch the file to WAL (persistent), waiting out other openers.
+
+        The switch needs the file to itself and SQLite reports SQLITE_BUSY at
+        once instead of calling the busy handler, so several processes opening
+        a new store together would fail; retry within the busy timeout.
+        """
+        deadline = time.monotonic() + max(self._busy_timeout_ms, 1000) / 1000
+        pause = 0.002
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError as exc:
+                if isinstance(classify(exc), StoreTransientError) \
+                        and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 0.05)
+                    continue
+                raise
+            if str(mode).lower() != "wal":
+                raise StorePermanentError(f"store {self.path} could not switch to WAL (got {mode})")
+            return
 
     def _verify_existing(self) -> None:
         if self.path.stat().st_size == 0:
@@ -209,21 +237,32 @@ class Database:
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
+            self._rollback()
             raise classify(exc) from None
         try:
             yield Tx(conn)
         except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise classify(exc) from None
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback()
             raise
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
+            self._rollback()
             raise classify(exc) from None
+
+    def _rollback(self) -> None:
+        """End a failed transaction without hiding the error that failed it.
+
+        SQLite rolls some failures back by itself (full disk, I/O error,
+        interrupt); a second ROLLBACK would then raise a raw sqlite3 error in
+        place of the classified one.
+        """
+        if self._conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
