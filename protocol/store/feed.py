@@ -138,22 +138,25 @@ class FeedOps(StoreBase):
         validate_key(cause, "cause")
         intent_id = intent_id_for(session_id, run_id, source_event, cause)
         body = encode_payload(payload, "turn intent payload")
-        with self._db.transaction() as tx:
-            existing = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?",
-                              (intent_id,))
-            if existing is not None:
-                return TurnIntent.from_row(existing), False
-            try:
+        # The unique index raises when the statement runs, but the store error
+        # (ConstraintViolation) is only raised once the transaction unwinds.
+        try:
+            with self._db.transaction() as tx:
+                existing = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?",
+                                  (intent_id,))
+                if existing is not None:
+                    return TurnIntent.from_row(existing), False
                 tx.execute(
                     "INSERT INTO workflow_turn_intents(intent_id, session_id, run_id,"
                     " source_event, cause, payload, state, created_at)"
                     " VALUES (?,?,?,?,?,?,'pending',?)",
                     (intent_id, session_id, run_id, source_event, cause, body, self._now()))
-            except ConstraintViolation:
-                raise ConflictError(
-                    f"run {run_id} already has a pending turn intent for session {session_id}",
-                    code="intent_pending") from None
-            row = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?", (intent_id,))
+                row = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?",
+                             (intent_id,))
+        except ConstraintViolation:
+            raise ConflictError(
+                f"run {run_id} already has a pending turn intent for session {session_id}",
+                code="intent_pending") from None
         assert row is not None
         return TurnIntent.from_row(row), True
 
