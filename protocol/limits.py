@@ -22,17 +22,18 @@ MAX_ERROR_BYTES = 2048
 _SECRET_PATTERNS = [
     # Bearer tokens in headers or prose.
     re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+"),
-    # key=value and key: value forms for well-known secret names.
+    # key=value and key: value forms for well-known secret names, also with a
+    # quoted key as in JSON or a Python dict repr ("password": "...").
     re.compile(
         r"(?i)\b([A-Za-z0-9_-]*(?:token|api[_-]?key|secret|password|passwd))"
-        r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
+        r"([\"']?\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
     ),
 ]
 
 
 def validate_run_id(run_id: object) -> str:
     """Return ``run_id`` if it is a safe run id (no path traversal), else raise."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):  # "$" allows "\n"
         shown = repr(run_id)[:60]
         raise LimitError(
             f"invalid run id {shown}: use 1-200 of A-Z a-z 0-9 . _ -"
