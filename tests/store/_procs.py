@@ -23,7 +23,7 @@ from pi_workflows.protocol.fence import fenced
 from pi_workflows.protocol.liveness import host_name, process_start_time
 from pi_workflows.protocol.store import Store
 
-from ._helpers import FixedClock
+from ._helpers import SOURCE, FixedClock
 
 CTX = multiprocessing.get_context("spawn")
 
@@ -207,3 +207,10 @@ def hold_write_lock(path: str, hold_s: float, conn: Connection) -> None:
     db.execute("COMMIT")
     db.close()
     conn.send("released")
+
+
+def open_and_enqueue(path: str, run_id: str, barrier: Barrier) -> None:
+    """Open a store that may not exist yet, at the same moment as others."""
+    barrier.wait()
+    with Store(Path(path), busy_timeout_ms=20_000) as store:
+        store.enqueue_detached(run_id, SOURCE, {})

@@ -1,0 +1,165 @@
+"""Opening the store: private modes, the exact layout, refusing anything else untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import stat
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pi_workflows.protocol.errors import StoreIncompatible
+from pi_workflows.protocol.settings import load_settings
+from pi_workflows.protocol.store import SCHEMA_ID, Store, open_store
+from pi_workflows.protocol.store.schema import SCHEMA_STATEMENTS
+
+from . import _procs
+from ._helpers import SOURCE
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_fresh_store_is_private(store_path: Path) -> None:
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
+        assert _mode(store_path.parent) == 0o700
+        for name in ("store.sqlite3", "store.sqlite3-wal", "store.sqlite3-shm"):
+            assert _mode(store_path.parent / name) == 0o600, name
+
+
+def test_existing_directory_is_tightened(store_path: Path) -> None:
+    store_path.parent.mkdir(mode=0o755, parents=True)
+    store_path.parent.chmod(0o755)
+    Store(store_path).close()
+    assert _mode(store_path.parent) == 0o700
+
+
+def test_wal_and_pragmas(store_path: Path) -> None:
+    settings = load_settings(sqlite_synchronous="FULL", busy_timeout_ms=1234)
+    with open_store(settings, store_path) as store:
+        conn = store._db._conn
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+        assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 1234
+    with Store(store_path, synchronous="NORMAL") as store:
+        assert store._db._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+
+
+def test_reopen_keeps_data(store_path: Path) -> None:
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {"a": 1})
+    with Store(store_path) as store:
+        row = store.get("r1")
+        assert row is not None and row.state == "queued"
+
+
+def test_zero_byte_file_is_filled_in(store_path: Path) -> None:
+    store_path.parent.mkdir(mode=0o700, parents=True)
+    store_path.touch(mode=0o600)
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
+    conn = sqlite3.connect(store_path)
+    try:
+        assert conn.execute("SELECT value FROM store_meta").fetchone()[0] == SCHEMA_ID
+    finally:
+        conn.close()
+
+
+def test_empty_sqlite_database_is_filled_in(store_path: Path) -> None:
+    store_path.parent.mkdir(mode=0o700, parents=True)
+    conn = sqlite3.connect(store_path)
+    conn.execute("PRAGMA user_version = 0")
+    conn.execute("VACUUM")
+    conn.close()
+    assert store_path.stat().st_size > 0
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_first_open_creates_one_store(store_path: Path) -> None:
+    count = 6
+    barrier = _procs.CTX.Barrier(count)
+    procs = [_procs.start(_procs.open_and_enqueue, str(store_path), f"r{i}", barrier)
+             for i in range(count)]
+    _procs.join_all(procs)
+    with Store(store_path) as store:
+        assert sorted(r.run_id for r in store.list_runs()) == [f"r{i}" for i in range(count)]
+    assert _mode(store_path) == 0o600
+
+
+# ---- incompatible files ---------------------------------------------------------
+
+
+def _sqlite_file(path: Path, statements: list[str], *, wal: bool = False) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    if wal:
+        conn.execute("PRAGMA journal_mode = WAL")
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+
+
+def _v1_with(replace: Callable[[str], str], schema_id: str | None = SCHEMA_ID) -> list[str]:
+    statements = [replace(s) for s in SCHEMA_STATEMENTS]
+    if schema_id is not None:
+        statements.append(f"INSERT INTO store_meta(key, value) VALUES ('schema', '{schema_id}')")
+    return statements
+
+
+FOREIGN: dict[str, Callable[[Path], None]] = {
+    "another_app": lambda p: _sqlite_file(p, [
+        "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)",
+        "INSERT INTO notes(body) VALUES ('keep me')"]),
+    "column_missing": lambda p: _sqlite_file(p, _v1_with(
+        lambda s: s.replace("    cancel_requested INTEGER NOT NULL DEFAULT 0,\n", ""))),
+    "other_schema_id": lambda p: _sqlite_file(p, _v1_with(
+        lambda s: s, "pi-workflows.store.v0")),
+    "no_schema_id": lambda p: _sqlite_file(p, _v1_with(lambda s: s, None)),
+    "extra_index": lambda p: _sqlite_file(p, [
+        *_v1_with(lambda s: s), "CREATE INDEX extra ON runners(pid)"]),
+    "foreign_wal_db": lambda p: _sqlite_file(p, [
+        "CREATE TABLE workflow_run_queue (run_id TEXT PRIMARY KEY)"], wal=True),
+    "not_sqlite": lambda p: (p.parent.mkdir(mode=0o700, parents=True, exist_ok=True),
+                             p.write_bytes(b"this is a text file, not a database\n" * 200)),
+    "short_garbage": lambda p: (p.parent.mkdir(mode=0o700, parents=True, exist_ok=True),
+                                p.write_bytes(b"\x00\x01garbage")),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FOREIGN))
+def test_incompatible_store_is_refused_untouched(store_path: Path, kind: str) -> None:
+    FOREIGN[kind](store_path)
+    digest = _digest(store_path)
+    mtime = store_path.stat().st_mtime_ns
+    siblings = sorted(p.name for p in store_path.parent.iterdir())
+    with pytest.raises(StoreIncompatible) as info:
+        Store(store_path)
+    message = str(info.value)
+    assert "move it aside" in message and str(store_path) in message
+    assert info.value.exit_code == 5
+    assert _digest(store_path) == digest and store_path.stat().st_mtime_ns == mtime
+    if kind != "foreign_wal_db":  # a WAL database has its own -wal/-shm files
+        assert sorted(p.name for p in store_path.parent.iterdir()) == siblings
+        assert not store_path.with_name(store_path.name + "-wal").exists()
+    with pytest.raises(StoreIncompatible):  # and it stays refused
+        Store(store_path)
+    assert _digest(store_path) == digest
+
+
+def test_moving_it_aside_lets_a_new_store_start(store_path: Path) -> None:
+    FOREIGN["other_schema_id"](store_path)
+    with pytest.raises(StoreIncompatible):
+        Store(store_path)
+    store_path.rename(store_path.with_name("store.sqlite3.old"))
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
