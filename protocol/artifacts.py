@@ -23,6 +23,27 @@ def is_ref(value: Any) -> bool:
     return isinstance(value, dict) and set(value) == {REF_KEY, "bytes"}
 
 
+def reserved_key_path(value: Any, where: str = "$") -> str | None:
+    """Where ``value`` uses the reserved key ``$artifact`` (a path like ``$.a.0``), or None.
+
+    Run data (input, outputs, answers) must not contain it: a reader would
+    take such an object for an artifact reference.
+    """
+    if isinstance(value, dict):
+        if REF_KEY in value:
+            return where
+        for key, item in value.items():
+            found = reserved_key_path(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found = reserved_key_path(item, f"{where}.{i}")
+            if found:
+                return found
+    return None
+
+
 def externalize(value: Any, put: Callable[[str], dict[str, Any]]) -> Any:
     """Replace every long string in ``value`` with the reference ``put`` returns."""
     if isinstance(value, str):

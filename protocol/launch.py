@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .artifacts import REF_KEY, reserved_key_path
 from .bundle import Bundle
 from .discovery import Catalog, LoadedWorkflow, load_workflow_file
 from .errors import NotFound, UsageError
@@ -36,9 +37,17 @@ def run_source(loaded: LoadedWorkflow) -> RunSource:
     return RunSource(loaded.name, loaded.source.path, loaded.source.sha256, loaded.digest)
 
 
+def _no_reserved_key(value: Any, what: str) -> None:
+    where = reserved_key_path(value)
+    if where:
+        raise UsageError(f"{what} uses the reserved key {REF_KEY!r} at {where}",
+                         code="input_invalid")
+
+
 def prepare_run(catalog: Catalog, name: str, raw_input: Any) -> Prepared:
     loaded = catalog.get(name)
     parsed = apply_input(loaded.workflow, raw_input)
+    _no_reserved_key(parsed, "the run input")
     encode_private_input(parsed)  # the size limit, before anything is written
     return Prepared(new_run_id(loaded.name), loaded, run_source(loaded), parsed)
 
@@ -63,6 +72,7 @@ def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
         raise UsageError(f"the workflow of run {parent_run_id} changed since it started;"
                          " answer with --force to continue on the new definition",
                          code="source_changed")
+    _no_reserved_key(answer, "the answer")
     encode_private_input(answer)
     return Prepared(new_run_id(loaded.name), loaded, run_source(loaded), answer,
                     parent_run_id=parent_run_id)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..protocol.artifacts import externalize, internalize
+from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
 from ..protocol.bundle import SETTLED_STATUSES, BundleWriter
 from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolve_value, snapshot
 from ..protocol.errors import PiWorkflowsError
@@ -278,6 +278,10 @@ class Engine:
         if outcome.outcome == "ok":
             try:
                 output = check_output(node_id, output)
+                reserved = reserved_key_path(output)
+                if reserved:
+                    raise OutputError([f"output of node {node_id!r} uses the reserved key"
+                                       f" {REF_KEY!r} at {reserved}"])
             except OutputError as exc:
                 outcome = NodeOutcome("failed", error_code="output_invalid",
                                       error=safe_error_message(exc.message))
