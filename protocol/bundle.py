@@ -100,7 +100,12 @@ class Bundle:
 
     def state(self) -> dict[str, Any]:
         """The projection with artifact references resolved."""
-        return dict(internalize(self.raw_state(), self.artifacts.get))
+        raw = self.raw_state()
+        try:
+            return dict(internalize(raw, self.artifacts.get))
+        except (OSError, ValueError) as exc:
+            raise BundleCorrupt(f"run {self.run_id}: an artifact of state.json is missing or"
+                                f" unreadable ({exc})") from None
 
     def scan(self) -> TraceScan:
         try:
