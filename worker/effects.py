@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..protocol.atomic import canonical_json
+from ..protocol.errors import ConflictError
 from ..protocol.store import Effect
 from .nodes import NodeOutcome
 
@@ -54,7 +55,19 @@ def run_guarded(store: EffectStore, *, run_id: str, token: str, node_id: str, ef
     appends an ``effect_recorded`` trace event.
     """
     fp = fingerprint(request)
-    effect, created = store.begin_effect(run_id, node_id, effect_key, fp, attempt_id, token=token)
+    try:
+        effect, created = store.begin_effect(run_id, node_id, effect_key, fp, attempt_id,
+                                             token=token)
+    except ConflictError:
+        # An earlier attempt recorded this effect for another request (a command
+        # built from the attempt id or the clock, or a forced resume on an edited
+        # definition): neither replaying nor repeating it would be right.
+        note("conflict", {"effectKey": effect_key, "fingerprint": fp})
+        return NodeOutcome(
+            "failed", error_code="effect_conflict",
+            error="an earlier attempt of this node recorded its effect for a different"
+                  " request (command, environment, input or step); it was neither replayed"
+                  " nor run again")
     if not created:
         if effect.state in ("applied", "rejected"):
             note("replayed", {"effectKey": effect_key, "state": effect.state})
