@@ -183,3 +183,27 @@ def test_a_crash_before_a_non_idempotent_action_ran_is_still_indeterminate(h: Ha
     assert h.after_crash(run_id).outcome == "completed"
     assert file_lines(h.project / "effect.log") == []
     assert h.state(run_id)["finalOutput"] == {"got": "effect_indeterminate"}
+
+
+def test_an_effect_whose_request_changed_on_resume_fails_the_node_not_the_worker(
+        h: Harness) -> None:
+    """The command embeds the attempt id, so the rerun asks for a different effect."""
+    h.write("drift", """
+        workflow = define_workflow(
+            start_at="say",
+            nodes=[shell("say", lambda ctx: "echo " + ctx.attempt_id + " >> effect.log"),
+                   compute("why", lambda ctx: ctx.results["say"]["errorCode"])],
+            edges=[switch("say", "$result.outcome", {"failed": "why", "ok": "why"})],
+        )
+    """)
+    run_id = h.launch("drift")
+    with pytest.raises(Crash):
+        h.execute(run_id, engine_hook=lambda e: crash_on(e, "effect_recorded", after=True,
+                                                         effect="applied"))
+    assert len(file_lines(h.project / "effect.log")) == 1
+    out = h.after_crash(run_id)
+    assert out.outcome == "completed"
+    assert h.state(run_id)["finalOutput"] == "effect_conflict"
+    assert _effect_events(assert_well_formed(h.bundle(run_id))) == [
+        "pending", "applied", "conflict"]
+    assert len(file_lines(h.project / "effect.log")) == 1
