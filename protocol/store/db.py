@@ -107,17 +107,35 @@ def expected_layout() -> list[tuple[str, str, str]]:
         conn.close()
 
 
+def _sidecars(path: Path) -> list[Path]:
+    """SQLite's ``-wal`` and ``-shm`` files that belong with ``path``, if present."""
+    return [p for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm"))
+            if p.exists()]
+
+
 def _reset_instruction(path: Path, why: str) -> StoreIncompatible:
+    moves = "; ".join(f"mv '{p}' '{path}.old{p.name[len(path.name):]}'"
+                      for p in [path, *_sidecars(path)])
     return StoreIncompatible(
         f"the store {path} is incompatible with this version of pi-workflows ({why}); "
-        f"move it aside (for example: mv '{path}' '{path}.old') and run again; "
+        f"move it aside (for example: {moves}) and run again; "
         "run bundles are kept and stay readable"
+    )
+
+
+def _orphan_wal(path: Path) -> StoreIncompatible:
+    return StoreIncompatible(
+        f"found {path}-wal but no store file {path}: it holds the last commits of a store "
+        "that was moved or deleted without it, and a new store would discard them; "
+        f"move it aside with that store (for example: mv '{path}-wal' '{path}.old-wal'"
+        f" and mv '{path}-shm' '{path}.old-shm') and run again; run bundles are kept"
     )
 
 
 def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
     """Read the schema objects and schema id without writing anything."""
-    uri = f"file:{path}?mode=ro"
+    # A percent-encoded URI: a path with '?', '#' or '%' must not be parsed as a query.
+    uri = path.absolute().as_uri() + "?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=5.0)
     try:
         objects = [
@@ -151,6 +169,9 @@ class Database:
 
     def _open(self, synchronous: str) -> sqlite3.Connection:
         ensure_private_dir(self.path.parent)
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not self.path.exists() and wal.exists() and wal.stat().st_size > 0:
+            raise _orphan_wal(self.path)
         fresh = False
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
