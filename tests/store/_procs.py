@@ -214,3 +214,13 @@ def open_and_enqueue(path: str, run_id: str, barrier: Barrier) -> None:
     barrier.wait()
     with Store(Path(path), busy_timeout_ms=20_000) as store:
         store.enqueue_detached(run_id, SOURCE, {})
+
+
+def crash_with_wal(path: str, rows: int) -> None:
+    """Write a foreign WAL database and die before any checkpoint: its rows stay in -wal."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    for i in range(rows):
+        db.execute("INSERT INTO notes(body) VALUES (?)", (f"note {i}",))
+    os._exit(0)

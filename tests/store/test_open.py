@@ -163,3 +163,62 @@ def test_moving_it_aside_lets_a_new_store_start(store_path: Path) -> None:
     store_path.rename(store_path.with_name("store.sqlite3.old"))
     with Store(store_path) as store:
         store.enqueue_detached("r1", SOURCE, {})
+
+
+def _wal_crash(path: Path, rows: int = 20) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    proc = _procs.start(_procs.crash_with_wal, str(path), rows)
+    _procs.join_all([proc], timeout_s=30)
+    assert path.with_name(path.name + "-wal").stat().st_size > 0
+
+
+def _count_notes(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(60)
+def test_reset_instruction_moves_the_wal_too(store_path: Path) -> None:
+    """Following the printed instruction keeps the old store whole, commits in -wal included."""
+    _wal_crash(store_path)
+    wal = store_path.with_name("store.sqlite3-wal")
+    wal_digest = _digest(wal)
+    with pytest.raises(StoreIncompatible) as info:
+        Store(store_path)
+    assert _digest(wal) == wal_digest
+    message = str(info.value)
+    assert f"mv '{wal}' '{store_path}.old-wal'" in message
+    for src in (store_path, wal, store_path.with_name("store.sqlite3-shm")):
+        src.rename(src.with_name(src.name.replace("store.sqlite3", "store.sqlite3.old")))
+    with Store(store_path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
+    assert _count_notes(store_path.with_name("store.sqlite3.old")) == 20
+
+
+@pytest.mark.timeout(60)
+def test_a_wal_left_without_its_store_is_refused(store_path: Path) -> None:
+    """Regression: moving only the main file aside let a new store discard the old -wal."""
+    _wal_crash(store_path)
+    store_path.rename(store_path.with_name("store.sqlite3.old"))
+    wal = store_path.with_name("store.sqlite3-wal")
+    wal_digest = _digest(wal)
+    with pytest.raises(StoreIncompatible, match="move it aside"):
+        Store(store_path)
+    assert _digest(wal) == wal_digest and not store_path.exists()
+    wal.rename(store_path.with_name("store.sqlite3.old-wal"))
+    store_path.with_name("store.sqlite3-shm").rename(store_path.with_name("store.sqlite3.old-shm"))
+    assert _count_notes(store_path.with_name("store.sqlite3.old")) == 20
+    Store(store_path).close()
+
+
+@pytest.mark.parametrize("name", ["what?", "hash#tag", "pct%41", "with space"])
+def test_odd_characters_in_the_path(tmp_path: Path, name: str) -> None:
+    """Regression: the read-only layout check built its URI without percent-encoding."""
+    path = tmp_path / name / "store.sqlite3"
+    with Store(path) as store:
+        store.enqueue_detached("r1", SOURCE, {})
+    with Store(path) as store:
+        assert store.get("r1") is not None
