@@ -1,0 +1,31 @@
+"""``python -m bench NAME [ARGS...]``: run one benchmark by name."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# name -> (module, one-line description); each module has main(argv) -> int.
+BENCHES: dict[str, tuple[str, str]] = {
+    "store": ("bench.store_bench",
+              "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help", "list"):
+        print("usage: python -m bench NAME [ARGS...]\n\nbenchmarks:")
+        for name, (_, about) in BENCHES.items():
+            print(f"  {name:<10} {about}")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in BENCHES:
+        print(f"unknown benchmark {name!r}; try: {', '.join(BENCHES)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(BENCHES[name][0])
+    result: int = module.main(rest)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
