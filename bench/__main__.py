@@ -9,6 +9,8 @@ import sys
 BENCHES: dict[str, tuple[str, str]] = {
     "store": ("bench.store_bench",
               "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
+    "engine": ("bench.engine_bench",
+               "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
 }
 
 
