@@ -61,4 +61,6 @@ def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: st
     env = {TOKEN_ENV: claim.token, MARKER_ENV: marker_value(project_key, runner_id, claim.run_id)}
     if extra_pi_args:
         env[EXTRA_PI_ARGS_ENV] = extra_pi_args
-    return WorkerHandle(claim, spawn(argv, env=env))
+    # The project is the worker's working directory: relative paths in shell
+    # nodes resolve against it.
+    return WorkerHandle(claim, spawn(argv, cwd=project, env=env))

@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-
 from pi_workflows.protocol.store import RunSource, Store
 
 
@@ -65,4 +64,5 @@ def store(make_store: Callable[..., Store]) -> Store:
 
 @pytest.fixture
 def source() -> RunSource:
-    return RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32, "sha256:" + "0" * 64)
+    return RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
+                     "sha256:" + "0" * 64)

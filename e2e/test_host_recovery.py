@@ -1,0 +1,180 @@
+"""Recovery drills: kill -9 of the host, a stalled worker, a locked store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import psutil
+import pytest
+from pi_workflows.protocol.store import Store
+
+from .conftest import HOLD, Project, wait_for
+
+LEAVER = HOLD + """
+from pi_workflows import define_workflow, compute, shell, edge
+
+workflow = define_workflow(
+    start_at="first",
+    nodes=[
+        shell("first", "echo once >> first.txt"),
+        # A grandchild in its own session: it leaves the worker's process group.
+        # It writes its pid only once setsid() is done, and the node waits for that.
+        shell("spawn", "setsid sh -c 'echo $$ > gc.$PPID.tmp; exec sleep 300'"
+                       " > /dev/null 2>&1 < /dev/null &"
+                       " while [ ! -s gc.$$.tmp ]; do sleep 0.01; done;"
+                       " cat gc.$$.tmp >> grandchild.pid; rm gc.$$.tmp"),
+        compute("hold", hold("hold")),
+        shell("last", "echo once >> last.txt"),
+    ],
+    edges=[edge("first", "spawn"), edge("spawn", "hold"), edge("hold", "last")],
+)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_host_kill9_reaps_repairs_and_takes_over_at_once(project: Project) -> None:
+    # A lease far longer than the test: recovery must come from proof of death.
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "600000"
+    project.env["PI_WORKFLOWS_RENEW_MS"] = "100000"
+    project.write_workflow("leaver", LEAVER)
+    host = project.start_host("--concurrency", "3")
+    runs = [project.detach("leaver") for _ in range(3)]
+    wait_for(lambda: len(project.lines("hold.started")) == 3, what="three runs holding")
+    workers = {r: p["pid"] for r in runs for p in project.state_processes(r)
+               if p["role"] == "worker"}
+    grandchildren = [int(x) for x in project.lines("grandchild.pid")]
+    assert len(workers) == 3 and len(grandchildren) == 3
+    # Two workers are frozen, so they cannot park when the host dies: they stay
+    # behind as orphans that still hold the dead host's claims. The third parks.
+    frozen, parking = runs[:2], runs[2]
+    for run_id in frozen:
+        os.kill(workers[run_id], signal.SIGSTOP)
+    os.kill(host.pid, signal.SIGKILL)
+    host.wait()
+    wait_for(lambda: not _alive(workers[parking]), timeout=20, what="the free worker to park")
+    assert project.row(parking).state == "parked"
+    assert all(project.row(r).state == "running" for r in frozen)
+    assert all(_alive(pid) for pid in grandchildren), project.diagnose(runs)
+    # A torn tail, as a kill -9 in the middle of an append leaves it.
+    with open(project.paths.runs_dir / frozen[0] / "trace.ndjson", "ab") as fh:
+        fh.write(b'{"seq": 999, "type": "node_fini')
+    project.release()
+    project.start_host("--concurrency", "3", log="host2.log")
+    log = (project.root / "host2.log").read_text()
+    assert "reaped 5 orphan process(es); took over 2 run(s)" in log, log
+    for pid in [*grandchildren, *(workers[r] for r in frozen)]:
+        wait_for(lambda pid=pid: not _alive(pid), timeout=10, what=f"orphan {pid} reaped")
+    wait_for(lambda: all(project.row(r).state == "done" for r in runs), timeout=60,
+             what="all runs done under the new host", diag=lambda: project.diagnose(runs))
+    for run_id in runs:
+        events = project.events(run_id)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert events[-1]["type"] == "run_completed"
+        resumed = [e for e in events if e["type"] == "run_resumed"]
+        assert len(resumed) == 1 and resumed[0]["payload"]["resumePoint"] == "hold"
+    assert next(e for e in project.events(frozen[0]) if e["type"] == "run_resumed")[
+        "payload"]["droppedTraceLines"] == 1
+    # No applied effect ran twice.
+    assert len(project.lines("first.txt")) == 3
+    assert len(project.lines("last.txt")) == 3
+    assert len(project.lines("grandchild.pid")) == 3
+    with project.store() as store:
+        moved = {e.run_id for e in store.events_since(0)
+                 if e.type == "claim_taken_over" and e.payload.get("reason") == "runner_dead"}
+    assert moved == set(frozen)  # by proof of death, long before the 600 s lease
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+STALL = HOLD + """
+from pi_workflows import define_workflow, compute, edge
+workflow = define_workflow(
+    start_at="hold",
+    nodes=[compute("hold", hold("hold")), compute("after", lambda ctx: {"after": True})],
+    edges=[edge("hold", "after")],
+)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> None:
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "1500"
+    project.env["PI_WORKFLOWS_RENEW_MS"] = "300"
+    project.write_workflow("stall", STALL)
+    run_id = project.detach("stall")
+    with project.store() as store:
+        claim = store.claim_by_id(run_id, "stale-runner")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pi_workflows.worker", "--project", str(project.root),
+         "--run", run_id, "--runner", "stale-runner", "--claim-state", "starting"],
+        env={**project.env, "PI_WORKFLOWS_CLAIM_TOKEN": claim.token}, start_new_session=True)
+    try:
+        wait_for(lambda: len(project.lines("hold.started")) == 1, what="node hold running")
+        os.kill(worker.pid, signal.SIGSTOP)
+        trace = project.paths.runs_dir / run_id / "trace.ndjson"
+        before = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
+        with Store(project.paths.store_file, lease_ms=60_000) as store:
+            wait_for(lambda: (store.get(run_id).lease_expires_at or 0) < store._now(),
+                     what="the stalled worker's lease to expire")
+            taken = store.claim_by_id(run_id, "new-runner")
+        assert taken.previous_state == "running"
+        project.release()
+        os.kill(worker.pid, signal.SIGCONT)
+        assert worker.wait(30) == 21  # WorkerExit.CLAIM_LOST
+        after = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
+        assert after == before
+        row = project.row(run_id)
+        assert row.state == "running" and row.claim_token == taken.token
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+LOCKER = textwrap.dedent("""
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("ROLLBACK")
+""")
+
+QUICK2 = HOLD + """
+from pi_workflows import define_workflow, compute, edge
+workflow = define_workflow(
+    start_at="hold",
+    nodes=[compute("hold", hold("hold")), compute("two", lambda ctx: {"two": 2})],
+    edges=[edge("hold", "two")],
+)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_host_backs_off_while_the_store_is_locked(project: Project) -> None:
+    project.env["PI_WORKFLOWS_BUSY_TIMEOUT_MS"] = "100"
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "20000"
+    project.env["PI_WORKFLOWS_RENEW_MS"] = "300"
+    project.write_workflow("quick", QUICK2)
+    project.start_host("--concurrency", "2")
+    runs = [project.detach("quick") for _ in range(2)]
+    wait_for(lambda: len(project.lines("hold.started")) == 2, what="runs holding")
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(project.paths.store_file), "5"],
+                              stdout=subprocess.PIPE, text=True)
+    assert locker.stdout is not None and locker.stdout.readline().strip() == "locked"
+    project.release()  # the nodes finish while the store is locked
+    assert locker.wait(30) == 0
+    wait_for(lambda: all(project.row(r).state == "done" for r in runs), what="runs done")
+    log = (project.root / "host.log").read_text()
+    assert "backing off" in log or "store busy" in log
+    for run_id in runs:
+        assert project.state(run_id)["status"] == "completed"
