@@ -17,7 +17,7 @@ import typer
 
 from ..protocol.discovery import discover_for
 from ..protocol.errors import NotFound, UsageError
-from ..protocol.launch import prepare_run
+from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
@@ -126,9 +126,11 @@ def status_command(
 ) -> None:
     """Show a run's state: from the queue (even before it has a bundle) and its bundle."""
     settings, paths = _context(project)
+    if run is not None:
+        validate_run_id(run)
     with _store(settings, paths) as store:
         if run is not None:
-            row = store.get(validate_run_id(run))
+            row = store.get(run)
             if row is None:
                 raise NotFound(f"no run {run} in this project", code="run_not_found")
             info = run_status(row, paths.runs_dir)
@@ -165,10 +167,67 @@ def list_command(
         typer.echo(status_line(info))
 
 
+def answer_command(
+    run: Annotated[str, typer.Argument(help="The waiting run to answer.", show_default=False)],
+    text: Annotated[list[str] | None, typer.Argument(
+        help="The answer as words (a string).", show_default=False)] = None,
+    input_json: Annotated[str | None, typer.Option(
+        "--input-json", help="The answer as JSON (instead of words).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Continue even though the workflow definition changed.")] = False,
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """Answer a run waiting at a checkpoint: queues a continuation run for the host."""
+    settings, paths = _context(project)
+    if input_json is not None:
+        answer = parse_input(text, input_json)
+    elif text:
+        answer = " ".join(text)
+    else:
+        raise UsageError("give the answer as words or with --input-json")
+    validate_run_id(run)
+    prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
+    with _store(settings, paths) as store:
+        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                     parent_run_id=run)
+    poke(paths.state_dir)
+    if as_json:
+        _print_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
+                     "state": row.state})
+    else:
+        typer.echo(row.run_id)
+
+
+def cancel_command(
+    run: Annotated[str, typer.Argument(help="The run to cancel.", show_default=False)],
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """Cancel a run: at once if it is not running, else at its owner's next lease renewal."""
+    settings, paths = _context(project)
+    validate_run_id(run)
+    with _store(settings, paths) as store:
+        row = store.get(run)
+        if row is None:
+            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        row = store.request_cancel(run) if row.state == "running" else store.cancel(run)
+    poke(paths.state_dir)
+    if as_json:
+        _print_json({"runId": row.run_id, "state": row.state,
+                     "cancelRequested": row.cancel_requested})
+    elif row.state == "running":
+        typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
+    else:
+        typer.echo(f"{run}: {row.state}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("host", context_settings={"allow_extra_args": True,
                                           "ignore_unknown_options": True})(host_command)
     app.command("run")(run_command)
     app.command("status")(status_command)
     app.command("list")(list_command)
+    app.command("answer")(answer_command)
+    app.command("cancel")(cancel_command)
 

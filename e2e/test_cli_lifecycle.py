@@ -1,0 +1,90 @@
+"""CLI lifecycle through a live host: answer a checkpoint, cancel, status, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import HOLD, Project, wait_for
+
+REVIEW = """
+from pi_workflows import define_workflow, compute, checkpoint, edge
+
+workflow = define_workflow(
+    start_at="draft",
+    nodes=[
+        compute("draft", lambda ctx: {"text": "v1 of " + ctx.input["task"]}),
+        checkpoint("approve", summary=lambda ctx: "approve " + ctx.outputs["draft"]["text"] + "?"),
+        compute("publish", lambda ctx: {"published": ctx.outputs["draft"]["text"],
+                                        "answer": ctx.outputs["approve"]}),
+    ],
+    edges=[edge("draft", "approve"), edge("approve", "publish")],
+)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_answer_starts_a_continuation_that_carries_outputs(project: Project) -> None:
+    project.write_workflow("review", REVIEW)
+    project.start_host()
+    run_id = json.loads(project.cli("run", "review", "the", "docs", "--detach",
+                                    "--json").stdout)["runId"]
+    wait_for(lambda: project.state(run_id).get("status") == "waiting", what="checkpoint")
+    status = json.loads(project.cli("status", run_id, "--json").stdout)
+    assert status["queueState"] == "done" and status["runStatus"] == "waiting"
+    assert status["waitingOn"] == "approve" and status["summary"] == "approve v1 of the docs?"
+    parent_before = sorted((p.name, p.read_bytes()) for p in
+                           (project.paths.runs_dir / run_id).iterdir() if p.is_file())
+    child = json.loads(project.cli("answer", run_id, "ship", "it", "--json").stdout)["runId"]
+    wait_for(lambda: project.row(child).state == "done", what="continuation done")
+    final = json.loads(project.cli("status", child, "--json").stdout)
+    assert final["parentRunId"] == run_id
+    assert final["finalOutput"] == {"published": "v1 of the docs", "answer": "ship it"}
+    parent_after = sorted((p.name, p.read_bytes()) for p in
+                          (project.paths.runs_dir / run_id).iterdir() if p.is_file())
+    assert parent_after == parent_before  # the parent bundle never changes
+    again = project.cli("answer", run_id, "no", check=False)
+    assert again.returncode == 2 and "already has a continuation" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+HOLDING = HOLD + """
+from pi_workflows import define_workflow, compute
+workflow = define_workflow(start_at="hold", nodes=[compute("hold", hold("hold"))])
+"""
+
+
+@pytest.mark.timeout(90)
+def test_cancel_a_running_and_a_queued_run(project: Project) -> None:
+    project.write_workflow("holding", HOLDING)
+    project.start_host("--concurrency", "1")
+    running = project.detach("holding")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    queued = project.detach("holding")
+    assert project.row(queued).state == "queued"
+    out = json.loads(project.cli("cancel", queued, "--json").stdout)
+    assert out["state"] == "cancelled"
+    out = json.loads(project.cli("cancel", running, "--json").stdout)
+    assert out["state"] == "running" and out["cancelRequested"] is True
+    wait_for(lambda: project.row(running).state == "cancelled", what="running run cancelled")
+    assert project.state(running)["status"] == "cancelled"
+    assert [e["type"] for e in project.events(running)][-1] == "run_cancelled"
+    assert len(project.lines("hold.started")) == 1  # the cancelled queued run never started
+
+
+def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
+    project.write_workflow("review", REVIEW)
+    cases = [
+        (["run", "review", "--detach", "--input-json", "{not json"], "not valid JSON"),
+        (["run", "nosuch", "--detach"], "no workflow named 'nosuch'"),
+        (["status", "../etc"], "invalid run id"),
+        (["run", "review", "x", "--detach", "--input-json", "{}"], "not both"),
+    ]
+    for args, message in cases:
+        proc = project.cli(*args, check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
+    listing = project.cli("list", "--json")
+    assert json.loads(listing.stdout) == {"runs": []}
