@@ -132,11 +132,11 @@ def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
                 conn.send("released")
 
 
-def hold_claims(path: str, runner: str, now: int, claims: list[list[Any]],
+def hold_claims(path: str, runner: str, now: int, claims: list[tuple[str, str | None, bool]],
                 conn: Connection) -> None:
     """Register as a runner, claim the given runs, report, then block until killed.
 
-    ``claims`` holds ``[run_id, session or None, make_running]`` entries.
+    ``claims`` holds ``(run_id, session or None, make_running)`` entries.
     """
     with Store(Path(path), clock=FixedClock(now)) as store:
         store.register_runner(runner, "host", os.getpid(), process_start_time(), host_name())

@@ -109,6 +109,11 @@ def _sqlite_file(path: Path, statements: list[str], *, wal: bool = False) -> Non
     conn.close()
 
 
+def _plain_file(path: Path, data: bytes) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
 def _v1_with(replace: Callable[[str], str], schema_id: str | None = SCHEMA_ID) -> list[str]:
     statements = [replace(s) for s in SCHEMA_STATEMENTS]
     if schema_id is not None:
@@ -129,10 +134,8 @@ FOREIGN: dict[str, Callable[[Path], None]] = {
         *_v1_with(lambda s: s), "CREATE INDEX extra ON runners(pid)"]),
     "foreign_wal_db": lambda p: _sqlite_file(p, [
         "CREATE TABLE workflow_run_queue (run_id TEXT PRIMARY KEY)"], wal=True),
-    "not_sqlite": lambda p: (p.parent.mkdir(mode=0o700, parents=True, exist_ok=True),
-                             p.write_bytes(b"this is a text file, not a database\n" * 200)),
-    "short_garbage": lambda p: (p.parent.mkdir(mode=0o700, parents=True, exist_ok=True),
-                                p.write_bytes(b"\x00\x01garbage")),
+    "not_sqlite": lambda p: _plain_file(p, b"this is a text file, not a database\n" * 200),
+    "short_garbage": lambda p: _plain_file(p, b"\x00\x01garbage"),
 }
 
 

@@ -24,7 +24,7 @@ from ._helpers import SOURCE
 
 def _coded(code: int, text: str) -> sqlite3.Error:
     exc = sqlite3.OperationalError(text)
-    exc.sqlite_errorcode = code  # type: ignore[attr-defined]
+    exc.sqlite_errorcode = code
     return exc
 
 

@@ -18,12 +18,12 @@ from tests.conftest import FakeClock
 from . import _procs
 from ._helpers import SOURCE, events
 
-# [run_id, session to claim it as, mark running?]
-CLAIMS = [
-    ["plain-starting", None, False],
-    ["plain-running", None, True],
-    ["bound-starting", "session-1", False],  # an origin-bound launch
-    ["bound-running", "session-2", True],
+# (run_id, session to claim it as, mark running?)
+CLAIMS: list[tuple[str, str | None, bool]] = [
+    ("plain-starting", None, False),
+    ("plain-running", None, True),
+    ("bound-starting", "session-1", False),  # an origin-bound launch
+    ("bound-running", "session-2", True),
 ]
 
 
