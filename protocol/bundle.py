@@ -261,8 +261,9 @@ class BundleWriter:
         return RepairReport(wanted, dropped_lines, len(data) - keep, rewritten)
 
     def write_processes(self, processes: dict[str, Any]) -> None:
+        # Never fsynced: after a power loss no recorded process is alive anyway.
         with self._fence():
-            write_json_atomic(self.bundle.processes_path, processes, sync=self.fsync != "never")
+            write_json_atomic(self.bundle.processes_path, processes, sync=False)
 
 
 def bundle_exists(runs_dir: Path, run_id: str) -> bool:

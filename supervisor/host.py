@@ -14,6 +14,7 @@ import os
 import secrets
 import select
 import signal
+import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
 from .reaper import find_orphans, kill_processes
-from .workers import WorkerHandle, spawn_worker
+from .workers import WorkerHandle, assign, spawn_standby, spawn_worker
 
 
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
@@ -60,7 +61,8 @@ class StartupReport:
 
 class Host:
     def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
-                 clock: Clock = now_ms, extra_pi_args: str = "") -> None:
+                 clock: Clock = now_ms, extra_pi_args: str = "",
+                 use_standby: bool = True) -> None:
         self.paths = paths
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency or default_concurrency()
@@ -78,6 +80,9 @@ class Host:
         self.crashes: dict[str, deque[float]] = {}
         self.stopping = False
         self.quick = False
+        self.use_standby = use_standby
+        self.standby: subprocess.Popen[bytes] | None = None
+        self._standby_after = 0.0
         self._signal_r: int | None = None
         self._listener: Listener | None = None
         self._store_delay = backoff_delays(0.05, 2.0)
@@ -117,6 +122,9 @@ class Host:
         if not self.stopping:
             self._start_pending()
             self._claim()
+            self._keep_standby()
+        else:
+            self._drop_standby()
         self._set_title()
 
     def _drain_signals(self) -> None:
@@ -236,10 +244,43 @@ class Host:
             self._spawn(claim)
 
     def _spawn(self, claim: Claim) -> None:
-        handle = spawn_worker(claim, project=self.paths.project, project_key=self.project_key,
-                              runner_id=self.runner_id, extra_pi_args=self.extra_pi_args)
+        handle = None
+        if self.standby is not None:
+            handle = assign(self.standby, claim)
+            self.standby = None
+        if handle is None:
+            handle = spawn_worker(claim, project=self.paths.project,
+                                  project_key=self.project_key, runner_id=self.runner_id,
+                                  extra_pi_args=self.extra_pi_args)
         self.workers[claim.run_id] = handle
         logger.info("run {} -> worker pid {}", claim.run_id, handle.pid)
+
+    def _keep_standby(self) -> None:
+        """Keep one booted worker waiting, so a claimed run starts without a cold boot."""
+        if not self.use_standby or self.stopping:
+            return
+        if self.standby is not None:
+            if self.standby.poll() is None:
+                return
+            # It died while idle: do not respawn in a tight loop.
+            self._standby_after = time.monotonic() + 1.0
+            self.standby = None
+        if time.monotonic() >= self._standby_after:
+            self.standby = spawn_standby(project=self.paths.project,
+                                         project_key=self.project_key, runner_id=self.runner_id,
+                                         extra_pi_args=self.extra_pi_args)
+
+    def _drop_standby(self) -> None:
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return
+        if standby.stdin is not None:
+            standby.stdin.close()  # EOF: the standby exits without doing anything
+        try:
+            standby.wait(5)
+        except subprocess.TimeoutExpired:
+            standby.kill()
+            standby.wait()
 
     def _set_title(self) -> None:
         set_title(f"pi-workflows host {self.paths.project} workers={len(self.workers)}")
@@ -301,6 +342,7 @@ class Host:
 
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
+        self._drop_standby()
         for handle in self.workers.values():
             handle.kill()
         for handle in self.workers.values():

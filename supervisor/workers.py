@@ -7,6 +7,7 @@ catch-all ``waitpid(-1)``). Imports ``protocol``; never the worker package.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,14 +54,44 @@ class WorkerHandle:
         self.signal(signal.SIGKILL)
 
 
-def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
-                 extra_pi_args: str = "") -> WorkerHandle:
-    argv = [sys.executable, "-m", "pi_workflows.worker", "--project", str(project),
-            "--run", claim.run_id, "--runner", runner_id, "--claim-state", claim.state,
-            "--parent-pid", str(os.getpid())]
-    env = {TOKEN_ENV: claim.token, MARKER_ENV: marker_value(project_key, runner_id, claim.run_id)}
+def _argv(project: Path, runner_id: str) -> list[str]:
+    return [sys.executable, "-m", "pi_workflows.worker", "--project", str(project),
+            "--runner", runner_id, "--parent-pid", str(os.getpid())]
+
+
+def _env(marker: str, extra_pi_args: str) -> dict[str, str]:
+    env = {MARKER_ENV: marker}
     if extra_pi_args:
         env[EXTRA_PI_ARGS_ENV] = extra_pi_args
+    return env
+
+
+def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
+                 extra_pi_args: str = "") -> WorkerHandle:
+    argv = [*_argv(project, runner_id), "--run", claim.run_id, "--claim-state", claim.state]
+    env = _env(marker_value(project_key, runner_id, claim.run_id), extra_pi_args)
+    env[TOKEN_ENV] = claim.token
     # The project is the worker's working directory: relative paths in shell
     # nodes resolve against it.
     return WorkerHandle(claim, spawn(argv, cwd=project, env=env))
+
+
+def spawn_standby(*, project: Path, project_key: str, runner_id: str,
+                  extra_pi_args: str = "") -> subprocess.Popen[bytes]:
+    """A worker that boots now and waits on stdin for a claim: start-up off the hot path."""
+    env = _env(marker_value(project_key, runner_id, "standby"), extra_pi_args)
+    return spawn([*_argv(project, runner_id), "--standby"], cwd=project, env=env,
+                 stdin=subprocess.PIPE)
+
+
+def assign(standby: subprocess.Popen[bytes], claim: Claim) -> WorkerHandle | None:
+    """Hand ``claim`` to a booted standby worker; None if it is no longer usable."""
+    if standby.poll() is not None or standby.stdin is None:
+        return None
+    line = json.dumps({"run": claim.run_id, "claimState": claim.state, "token": claim.token})
+    try:
+        standby.stdin.write(line.encode() + b"\n")
+        standby.stdin.close()
+    except OSError:
+        return None
+    return WorkerHandle(claim, standby)

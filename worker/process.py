@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -26,7 +27,8 @@ from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, 
 from ..protocol.logsetup import setup_logging
 from ..protocol.processes import self_record, with_entry
 from ..protocol.retry import RetryingProxy, retry_store
-from ..protocol.settings import Settings, load_settings, resolve_paths
+from ..protocol.settings import Paths, Settings, load_settings, project_key, resolve_paths
+from ..protocol.spawn import MARKER_ENV, marker_value
 from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from .control import Control
@@ -101,24 +103,45 @@ def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pi-workflows-worker")
     parser.add_argument("--project", required=True)
-    parser.add_argument("--run", required=True)
+    parser.add_argument("--run", help="The claimed run (omit with --standby).")
     parser.add_argument("--runner", required=True)
     parser.add_argument("--claim-state", default="starting", choices=["starting", "running"])
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--force", action="store_true")
-    return parser.parse_args(argv)
+    parser.add_argument("--standby", action="store_true",
+                        help="Boot, then wait for one assignment line on stdin.")
+    args = parser.parse_args(argv)
+    if not args.standby and not args.run:
+        parser.error("--run is required unless --standby is given")
+    return args
+
+
+def _await_assignment(args: argparse.Namespace, project_key: str) -> str | None:
+    """A standby worker is fully booted; block until the host hands it a claim.
+
+    The line is ``{"run", "claimState", "token"}``; EOF (the host closed the
+    pipe or died) means "not needed".
+    """
+    line = sys.stdin.readline()
+    if not line.strip():
+        return None
+    data = json.loads(line)
+    args.run = data["run"]
+    args.claim_state = data["claimState"]
+    # Children started from now on carry this run in their marker.
+    os.environ[MARKER_ENV] = marker_value(project_key, args.runner, args.run)
+    return str(data["token"])
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    set_title(f"pi-workflows worker {args.run} booting")
+    set_title(f"pi-workflows worker {args.run or 'standby'} booting")
     die_with_parent()
     control = Control()
     install_signals(control)
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     if os.getppid() != parent:
         return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
-    token = os.environ.get(TOKEN_ENV, "")
     try:
         settings = load_settings()
         paths = resolve_paths(settings, Path(args.project))
@@ -128,13 +151,28 @@ def main(argv: list[str] | None = None) -> int:
         store = cast(Store, RetryingProxy(open_store(settings, paths.store_file),
                                           deadline_s=settings.lease_ms / 1000,
                                           on_retry=_log_retry))
-        claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
-        store.verify(claim.run_id, token)
-    except ClaimLost:
-        return WorkerExit.CLAIM_LOST
     except (PiWorkflowsError, OSError) as exc:
         sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
+    if args.standby:
+        set_title("pi-workflows worker standby")
+        assigned = _await_assignment(args, project_key(paths.project))
+        if assigned is None:
+            return WorkerExit.FINISHED
+        token = assigned
+    else:
+        token = os.environ.get(TOKEN_ENV, "")
+    set_title(f"pi-workflows worker {args.run} starting")
+    claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
+    try:
+        store.verify(claim.run_id, token)
+    except ClaimLost:
+        return WorkerExit.CLAIM_LOST
+    return _execute(args, settings, paths, store, claim, control, parent)
+
+
+def _execute(args: argparse.Namespace, settings: Settings, paths: Paths, store: Store,
+             claim: Claim, control: Control, parent: int) -> int:
     stop = threading.Event()
     lost = threading.Event()
     threading.Thread(target=_watch_parent, args=(control, parent, stop), daemon=True).start()
@@ -145,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")
 
     try:
-        writer = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, token,
+        writer = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token,
                               fsync=settings.fsync)
         existing = writer.bundle.processes()
         writer.write_processes(with_entry(existing, self_record("worker", args.runner)))
