@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+from typing import Any
 
 import pytest
 from pi_workflows.worker import nodes
+from pi_workflows.worker.agent import ScriptedExecutor
+from pi_workflows.worker.control import Control
 
-from ._helpers import GATES, Harness, assert_well_formed, types_of
+from ._helpers import GATES, Harness, assert_well_formed, deadline_poll, types_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -349,3 +353,139 @@ def test_a_checkpoint_ends_the_run_waiting(h: Harness) -> None:
     assert events[-1]["payload"] == {"waitingNode": "approve", "output": {"summary": "3 steps"}}
     row = h.row(run_id)
     assert (row.state, row.error_code) == ("done", None)
+
+
+WAITER = """
+def wait(ctx):
+    h.GATES["in_node"].set()
+    return {"stopped": ctx.cancel.wait(30)}
+
+workflow = define_workflow(
+    start_at="wait",
+    nodes=[compute("wait", wait), compute("after", lambda ctx: 1)],
+    edges=[edge("wait", "after")],
+)
+"""
+
+
+def _with_control_when_running(h: Harness, run_id: str, act: Any) -> Any:
+    control = Control()
+
+    def helper() -> None:
+        if GATES["in_node"].wait(30):
+            act(control)
+
+    thread = threading.Thread(target=helper)
+    thread.start()
+    try:
+        return h.execute(run_id, control=control)
+    finally:
+        thread.join()
+
+
+def test_cancel_mid_node_ends_the_run_cancelled(h: Harness) -> None:
+    GATES["in_node"] = threading.Event()
+    h.write("waiter", WAITER)
+    run_id = h.launch("waiter")
+    out = _with_control_when_running(h, run_id, lambda c: c.request_cancel())
+    assert out.outcome == "cancelled"
+    state = h.state(run_id)
+    assert (state["status"], state["error"]["code"]) == ("cancelled", "cancelled")
+    assert state["results"]["wait"]["outcome"] == "cancelled"
+    assert "after" not in state["results"]
+    events = assert_well_formed(h.bundle(run_id))
+    assert events[-1]["type"] == "run_cancelled"
+    assert (h.row(run_id).state, h.row(run_id).error_code) == ("cancelled", "cancelled")
+
+
+def test_pause_between_nodes_then_unpause(h: Harness) -> None:
+    GATES.update(in_node=threading.Event(), go=threading.Event())
+    h.write("waiter", WAITER.replace("ctx.cancel.wait(30)", 'h.GATES["go"].wait(30)'))
+    run_id = h.launch("waiter")
+
+    def pause_then_unpause(control: Control) -> None:
+        control.request_pause()  # taken at the next node boundary
+        GATES["go"].set()
+        deadline_poll(lambda: h.bundle(run_id).raw_state().get("paused"), what="the pause")
+        control.request_unpause()
+
+    out = _with_control_when_running(h, run_id, pause_then_unpause)
+    assert out.outcome == "completed"
+    events = assert_well_formed(h.bundle(run_id))
+    kinds = types_of(events)
+    assert kinds.index("run_paused") == kinds.index("node_finished") + 1
+    paused = events[kinds.index("run_paused")]
+    resumed = events[kinds.index("run_resumed")]
+    assert paused["payload"] == {"at": "after"}
+    assert resumed["payload"] == {"boundary": False}
+    assert h.state(run_id)["paused"] is False
+
+
+def test_a_shell_node_that_times_out_is_killed_and_its_effect_indeterminate(
+        h: Harness) -> None:
+    h.write("sleepy", """
+        workflow = define_workflow(
+            start_at="nap",
+            nodes=[shell("nap", "echo $$ > nap.pid; exec sleep 60", timeout=0.3),
+                   compute("after", lambda ctx: ctx.results["nap"])],
+            edges=[switch("nap", "$result.outcome", {"timed_out": "after"})],
+        )
+    """)
+    run_id = h.launch("sleepy")
+    assert h.execute(run_id).outcome == "completed"
+    final = h.state(run_id)["finalOutput"]
+    assert (final["outcome"], final["errorCode"]) == ("timed_out", "node_timed_out")
+    pid = int((h.project / "nap.pid").read_text())
+    deadline_poll(lambda: not _alive(pid), what="the shell to be killed")
+    effect = h.store.get_effect(run_id, "nap", "step-1")
+    assert effect is not None and effect.state == "indeterminate"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes (its parent reaps it).
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+AGENT = """
+workflow = define_workflow(
+    start_at="write",
+    nodes=[agent("write", lambda ctx: "write about " + ctx.input["topic"],
+                 expected_output={"type": "object", "required": ["title"],
+                                  "properties": {"title": {"type": "string"}}},
+                 validate=lambda out, ctx: None if len(out["title"]) > 2 else "too short")],
+)
+"""
+
+
+def test_an_agent_node_with_a_scripted_executor(h: Harness) -> None:
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "secret plans"})
+    executor = ScriptedExecutor({"write": [("update", "drafting"), {"name": "x"},
+                                           {"title": "ab"}, {"title": "Done"}]})
+    out = h.execute(run_id, agent=executor)
+    assert out.outcome == "completed"
+    assert h.state(run_id)["finalOutput"] == {"title": "Done"}
+    assert [reason for _, reason in executor.rejections] == [
+        "output is missing required field 'title'", "too short"]
+    assert "write about secret plans" in executor.prompts[0][1]
+    events = assert_well_formed(h.bundle(run_id))
+    sent = [e for e in events if e["type"] == "agent_prompt_sent"]
+    assert len(sent) == 1 and set(sent[0]["payload"]) == {"promptSha256", "chars"}
+    assert "secret plans" not in h.bundle(run_id).trace_path.read_text()
+    updates = [e["payload"]["message"] for e in events if e["type"] == "update_published"]
+    assert updates == ["drafting"]
+
+
+def test_an_agent_that_never_submits_fails_the_node(h: Harness) -> None:
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "x"})
+    out = h.execute(run_id, agent=ScriptedExecutor({"write": [{"title": 1}]}))
+    assert (out.outcome, out.error_code) == ("failed", "agent_no_submission")
