@@ -182,6 +182,12 @@ class BundleWriter:
                           "session": "session", "artifacts": "artifacts"},
             }
             self.seq = 0
+            # The manifest goes before the projection: a bundle exists once its
+            # state.json does, and must then have its manifest. A crash before
+            # state.json leaves no bundle, and the next claim creates it again.
+            self._manifest.update({"status": state.get("status"), "updatedAt": now})
+            write_json_atomic(b.manifest_path, self._manifest, sync=sync)
+            self._status = state.get("status")
             self._write_state_and_manifest(state, sync=sync)
 
     @property
