@@ -324,3 +324,34 @@ def test_a_file_edited_between_enqueue_and_first_claim_fails_the_launch(h: Harne
     assert (row.state, row.error_code, row.has_private_input) == ("failed", "source_changed",
                                                                   False)
     assert not h.bundle(run_id).exists()
+
+
+@pytest.mark.parametrize("crash_at", range(1, 7))
+def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(h: Harness,
+                                                                 crash_at: int) -> None:
+    """Die at the n-th atomic file replacement of a new run: the next claim finishes it."""
+    h.write("three", THREE)
+    run_id = h.launch("three")
+    real_write = bundle_mod.write_json_atomic
+    calls: list[str] = []
+
+    def dying_write(path: Path, value: Any, *, sync: bool) -> None:
+        calls.append(path.name)
+        if len(calls) == crash_at:
+            raise Crash(f"while writing {path.name}")
+        real_write(path, value, sync=sync)
+
+    bundle_mod.write_json_atomic = dying_write  # type: ignore[assignment]
+    try:
+        with pytest.raises(Crash):
+            h.execute(run_id)
+    finally:
+        bundle_mod.write_json_atomic = real_write  # type: ignore[assignment]
+    out = h.after_crash(run_id)
+    assert out.outcome == "completed", (calls, out)
+    bundle = h.bundle(run_id)
+    events = assert_well_formed(bundle)
+    assert types_of(events).count("run_started") == 1
+    assert bundle.manifest()["status"] == "completed"
+    assert h.state(run_id)["finalOutput"] == FINAL
+    assert h.row(run_id).state == "done"
