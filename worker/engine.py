@@ -82,7 +82,14 @@ class Engine:
         self._transition(event_type, payload, {}, node_id=node_id, attempt_id=attempt_id)
 
     def keep(self, value: Any) -> Any:
-        return externalize(value, self.writer.bundle.artifacts.put)
+        """Move large strings of an effect result into artifacts before the store records it.
+
+        The store's record is durable on its own, so the artifacts it points at
+        are synced under every policy but ``never``.
+        """
+        artifacts = self.writer.bundle.artifacts
+        artifacts.sync = self.writer.fsync != "never"
+        return externalize(value, artifacts.put)
 
     def restore(self, value: Any) -> Any:
         return internalize(value, self.writer.bundle.artifacts.get)
