@@ -7,6 +7,7 @@ import signal
 from typing import Any
 
 import pytest
+from pi_workflows.protocol import artifacts as artifacts_mod
 from pi_workflows.protocol.liveness import is_same_process
 from pi_workflows.worker.runner import RunOutcome, execute_claim
 
@@ -207,3 +208,31 @@ def test_an_effect_whose_request_changed_on_resume_fails_the_node_not_the_worker
     assert _effect_events(assert_well_formed(h.bundle(run_id))) == [
         "pending", "applied", "conflict"]
     assert len(file_lines(h.project / "effect.log")) == 1
+
+
+@pytest.mark.parametrize(("policy", "synced"), [("always", True), ("node", True),
+                                                 ("never", False)])
+def test_a_large_effect_result_is_durable_before_the_store_records_it(
+        h: Harness, monkeypatch: pytest.MonkeyPatch, policy: str, synced: bool) -> None:
+    """The store's applied record points at an artifact: it must be on disk by then."""
+    h.write("big", """
+        workflow = define_workflow(
+            start_at="fetch",
+            nodes=[action("fetch", lambda ctx: {"body": "b" * 6000})],
+        )
+    """)
+    run_id = h.launch("big")
+    writes: dict[str, bool] = {}
+    real = artifacts_mod.write_atomic
+
+    def recording(path: Any, data: bytes, *, sync: bool) -> None:
+        writes[path.name] = sync
+        real(path, data, sync=sync)
+
+    monkeypatch.setattr(artifacts_mod, "write_atomic", recording)
+    assert h.execute(run_id, fsync=policy).outcome == "completed"
+    effect = h.store.get_effect(run_id, "fetch", "step-1")
+    assert effect is not None and effect.state == "applied"
+    ref = effect.result["output"]["body"]["$artifact"].split(":")[1]
+    assert writes[ref] is synced
+    assert h.state(run_id)["finalOutput"] == {"body": "b" * 6000}
