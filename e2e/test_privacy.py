@@ -16,7 +16,8 @@ def use(ctx):
 
 def fail(ctx):
     # An author's error message that carries a secret from the input.
-    raise RuntimeError("upstream said no: api_key=" + ctx.input["task"] + " token=" + ctx.input["task"])
+    secret = ctx.input["task"]
+    raise RuntimeError("upstream said no: api_key=" + secret + " token=" + secret)
 
 workflow = define_workflow(start_at="use", nodes=[compute("use", use), compute("fail", fail)],
                            edges=[edge("use", "fail")])

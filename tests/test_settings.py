@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from pi_workflows.protocol.errors import UsageError
 from pi_workflows.protocol.logsetup import LOG_FILE, setup_logging
 from pi_workflows.protocol.settings import (
