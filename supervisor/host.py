@@ -162,7 +162,8 @@ class Host:
             self.crashes.pop(run_id, None)
             return
         if self.stopping:
-            return  # drain parks whatever it still holds
+            self._park_quietly(handle.claim)  # no restarts while draining
+            return
         try:
             row = self.store.verify(run_id, handle.claim.token)
         except ClaimLost:
