@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -78,7 +79,20 @@ def kill_processes(procs: Iterable[psutil.Process], *, timeout: float = 5.0) -> 
             targets.append(proc)
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue
-    _, alive = psutil.wait_procs(targets, timeout=timeout)
+    # Poll rather than wait: waiting on one of our own children would reap it
+    # and steal its exit status from the handle that owns it.
+    deadline = time.monotonic() + timeout
+    alive = [p for p in targets if _alive(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.02)
+        alive = [p for p in alive if _alive(p)]
     for proc in alive:
         logger.warning("process {} survived SIGKILL", proc.pid)
     return len(targets)
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
