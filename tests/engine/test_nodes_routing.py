@@ -122,7 +122,7 @@ def limit(ctx):
 
 workflow = define_workflow(
     start_at="wait",
-    nodes=[compute("wait", lambda ctx: {"cancelled": ctx.cancel.wait(0.3)}, timeout=limit)],
+    nodes=[compute("wait", lambda ctx: {"cancelled": ctx.cancel.wait(0.5)}, timeout=limit)],
 )
 """
 
