@@ -27,10 +27,8 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool) -> None:
-    """Replace ``path`` with ``data``: a reader sees the old or the new file, never half."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+def _write_file(path: Path, flags: int, data: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, FILE_MODE)
     try:
         view = memoryview(data)
         while view:
@@ -39,6 +37,12 @@ def write_atomic(path: Path, data: bytes, *, sync: bool) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, *, sync: bool) -> None:
+    """Replace ``path`` with ``data``: a reader sees the old or the new file, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _write_file(tmp, os.O_TRUNC, data, sync=sync)
     try:
         os.replace(tmp, path)
     except BaseException:
@@ -55,15 +59,7 @@ def write_json_atomic(path: Path, value: Any, *, sync: bool) -> None:
 
 def append_line(path: Path, line: bytes, *, sync: bool) -> None:
     """Append one complete line with a single write(2) on an O_APPEND descriptor."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
-    try:
-        view = memoryview(line)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write_file(path, os.O_APPEND, line, sync=sync)
 
 
 def read_json(path: Path) -> Any:
