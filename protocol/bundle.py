@@ -8,17 +8,20 @@ torn-tail repair. Imports protocol modules only; never the engine.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
+
 from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, canonical_json, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError
-from .fence import ClaimVerifier, fenced
+from .fence import ClaimVerifier, bundle_lock, fenced
 from .limits import validate_run_id
 from .settings import ensure_private_dir
 
@@ -149,9 +152,13 @@ class BundleWriter:
         self.seq = 0
         self._status: str | None = None
         self._manifest: dict[str, Any] = {}
+        self._lock: FileLock | None = None
 
     def _fence(self) -> Any:
-        return fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token)
+        if self._lock is None:
+            self._lock = bundle_lock(self.bundle.dir)
+        return fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token,
+                      lock=self._lock)
 
     def _sync(self, event_type: str) -> bool:
         return self.fsync == "always" or (self.fsync == "node" and event_type in BOUNDARY_EVENTS)
@@ -205,7 +212,15 @@ class BundleWriter:
                 self.seq = int(raw.get("traceSeq", 0))
                 return self.bundle.state(), RepairReport(self.seq, 0, 0, False)
             report = self._repair(raw)
+            self._remove_stale_temp_files()
             return self.bundle.state(), report
+
+    def _remove_stale_temp_files(self) -> None:
+        # A writer killed between writing a temp file and renaming it leaves
+        # ``.<name>.<pid>.tmp`` behind; the fence holder is the only writer.
+        for path in self.bundle.dir.glob(".*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def _write_state_and_manifest(self, state: dict[str, Any], *, sync: bool) -> None:
         b = self.bundle

@@ -35,8 +35,12 @@ def bundle_lock(bundle_dir: Path, timeout: float = 30.0) -> FileLock:
 
 @contextlib.contextmanager
 def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
-           *, timeout: float = 30.0) -> Iterator[None]:
-    """Hold the run lock while the claim is verified and the caller writes."""
-    with bundle_lock(bundle_dir, timeout):
+           *, timeout: float = 30.0, lock: FileLock | None = None) -> Iterator[None]:
+    """Hold the run lock while the claim is verified and the caller writes.
+
+    A writer that fences often passes its own ``lock`` (from ``bundle_lock``)
+    so the lock object and the directory check are not rebuilt every time.
+    """
+    with lock if lock is not None else bundle_lock(bundle_dir, timeout):
         store.verify(run_id, token)  # raises ClaimLost: nothing gets written
         yield

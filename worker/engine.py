@@ -153,9 +153,17 @@ class Engine:
             mismatch = {"expectedSha256": expected_sha, "actualSha256": source_sha256,
                         "expectedDigest": pinned.get("digest"), "actualDigest": digest}
             if not force:
-                raise SourceChanged(
-                    f"the workflow source of run {self.run_id} changed since it started;"
-                    " restore it, or resume with --force to continue on the new source")
+                # Seed 002: a changed source is recorded as a failure, in the
+                # bundle as in the queue, so the two never disagree.
+                message = (f"the workflow source of run {self.run_id} changed since it started"
+                           " (source pinning); it was not resumed on the new definition")
+                self.state = state
+                self._transition("run_failed", {"error": _error("source_changed", message),
+                                                "sourceMismatch": mismatch},
+                                 {"status": "failed", "currentNode": None,
+                                  "currentAttempt": None, "pendingEnd": None,
+                                  "error": _error("source_changed", message)})
+                raise SourceChanged(message)
         self.state = state
         if report.kept_seq == 0:
             # The crash came between laying out the bundle and its first event:
