@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -88,3 +89,25 @@ def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
         assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr
     listing = project.cli("list", "--json")
     assert json.loads(listing.stdout) == {"runs": []}
+
+
+@pytest.mark.timeout(90)
+def test_cancel_a_parked_run_settles_its_bundle_too(project: Project) -> None:
+    project.write_workflow("holding", HOLDING)
+    host = project.start_host()
+    run_id = project.detach("holding")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    host.send_signal(signal.SIGTERM)
+    assert host.wait(30) == 0
+    assert project.row(run_id).state == "parked"
+    out = json.loads(project.cli("cancel", run_id, "--json").stdout)
+    assert out["state"] == "cancelled"
+    state = project.state(run_id)
+    assert state["status"] == "cancelled" and state["error"]["code"] == "cancelled"
+    events = project.events(run_id)
+    assert events[-1]["type"] == "run_cancelled"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    project.release()
+    project.start_host(log="host2.log")  # nothing left to resume
+    assert project.row(run_id).state == "cancelled"
+    assert len(project.lines("hold.started")) == 1

@@ -21,6 +21,7 @@ from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+from ..protocol.settle import cancel_parked
 from ..protocol.store import QUEUE_STATES, Store, open_store
 from ..protocol.wakeup import poke
 from .host import Host, StartupReport
@@ -211,7 +212,13 @@ def cancel_command(
         row = store.get(run)
         if row is None:
             raise NotFound(f"no run {run} in this project", code="run_not_found")
-        row = store.request_cancel(run) if row.state == "running" else store.cancel(run)
+        if row.state == "running":
+            row = store.request_cancel(run)
+        elif row.state == "parked":
+            row = cancel_parked(store, paths.runs_dir, run, f"cli-cancel-{os.getpid()}",
+                                fsync=settings.fsync)
+        else:
+            row = store.cancel(run)
     poke(paths.state_dir)
     if as_json:
         _print_json({"runId": row.run_id, "state": row.state,
