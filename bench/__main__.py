@@ -11,6 +11,8 @@ BENCHES: dict[str, tuple[str, str]] = {
               "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
     "engine": ("bench.engine_bench",
                "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
+    "host": ("bench.host_bench",
+             "host throughput, queued->node latency, kill -9 recovery, worker/host RSS"),
 }
 
 
