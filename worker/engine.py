@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
-from ..protocol.bundle import SETTLED_STATUSES, BundleWriter
+from ..protocol.bundle import SETTLED_STATUSES, BundleCorrupt, BundleWriter
 from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolve_value, snapshot
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
@@ -92,7 +92,11 @@ class Engine:
         return externalize(value, artifacts.put)
 
     def restore(self, value: Any) -> Any:
-        return internalize(value, self.writer.bundle.artifacts.get)
+        try:
+            return internalize(value, self.writer.bundle.artifacts.get)
+        except (OSError, ValueError) as exc:
+            raise BundleCorrupt(f"run {self.run_id}: a recorded effect result is missing its"
+                                f" artifact ({type(exc).__name__})") from None
 
     def notify(self, node_id: str, idx: int, kind: str, message: str) -> None:
         if self.notifier is not None and self.session_id is not None:

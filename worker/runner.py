@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.bundle import Bundle, BundleWriter
+from ..protocol.bundle import Bundle, BundleCorrupt, BundleWriter
 from ..protocol.discovery import WorkflowLoadError, load_workflow_file
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.store import Claim, Store
@@ -107,7 +107,11 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
         return _fail(store, claim, exc.code, exc.message)
     if claim.state == "starting":
         store.mark_running(claim.run_id, claim.token)
-    outcome = engine.run()
+    try:
+        outcome = engine.run()
+    except BundleCorrupt as exc:
+        # Rerunning cannot repair a bundle that lost data: fail once, clearly.
+        return _fail(store, claim, exc.code, exc.message)
     if outcome == "parked":
         store.park(claim.run_id, claim.token)
     elif outcome in QUEUE_DONE:

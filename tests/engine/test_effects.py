@@ -236,3 +236,26 @@ def test_a_large_effect_result_is_durable_before_the_store_records_it(
     ref = effect.result["output"]["body"]["$artifact"].split(":")[1]
     assert writes[ref] is synced
     assert h.state(run_id)["finalOutput"] == {"body": "b" * 6000}
+
+
+def test_a_replayed_effect_whose_artifact_is_gone_fails_the_run_once(h: Harness) -> None:
+    """A lost artifact cannot be repaired by rerunning: bundle_corrupt, not a crash loop."""
+    h.write("big", """
+        workflow = define_workflow(
+            start_at="fetch",
+            nodes=[action("fetch", lambda ctx: {"body": "b" * 6000}),
+                   compute("after", lambda ctx: len(ctx.outputs["fetch"]["body"]))],
+            edges=[edge("fetch", "after")],
+        )
+    """)
+    run_id = h.launch("big")
+    with pytest.raises(Crash):
+        h.execute(run_id, engine_hook=lambda e: crash_on(e, "effect_recorded", after=True,
+                                                         effect="applied"))
+    for artifact in (h.bundle(run_id).artifacts.path).iterdir():
+        artifact.unlink()
+    out = h.after_crash(run_id)
+    assert (out.outcome, out.error_code) == ("failed", "bundle_corrupt")
+    row = h.row(run_id)
+    assert (row.state, row.error_code) == ("failed", "bundle_corrupt")
+    assert "missing its artifact" in (row.error_message or "")
