@@ -239,6 +239,11 @@ class Database:
             raise _reset_instruction(self.path, "table layout differs from " + SCHEMA_ID)
 
     def _create_if_empty(self) -> None:
+        # An existing store needs no write lock to open (it was verified
+        # read-only), so opening never waits on a busy writer.
+        with self.transaction(write=False) as tx:
+            if tx.scalar("SELECT count(*) FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"):
+                return
         # The check and the DDL share one write transaction, so two processes
         # opening a new store at once cannot both create it.
         with self.transaction() as tx:
