@@ -134,3 +134,61 @@ def test_crash_loop_fails_the_run_and_the_host_keeps_serving(project: Project) -
     good = project.detach("quick")
     wait_for(lambda: project.row(good).state == "done", what="other run done")
     assert host.poll() is None
+
+
+QUIET_EXIT = """
+import os
+from pi_workflows import define_workflow, compute
+
+def bye(ctx):
+    with open(ctx.project_dir / "exit0.txt", "a") as fh:
+        fh.write("x\\n")
+    os._exit(0)  # looks like a clean exit, but the run was never settled
+
+workflow = define_workflow(start_at="bye", nodes=[compute("bye", bye)])
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_clean_looking_exit_that_left_the_claim_counts_as_a_crash(project: Project) -> None:
+    project.write_workflow("quiet", QUIET_EXIT)
+    project.start_host()
+    run_id = project.detach("quiet")
+    wait_for(lambda: project.row(run_id).state == "failed", what="crash loop detected")
+    assert project.row(run_id).error_code == "worker_crash_loop"
+    assert len(project.lines("exit0.txt")) == 3
+
+
+LONG_SHELL = """
+from pi_workflows import define_workflow, shell
+workflow = define_workflow(start_at="s", nodes=[
+    shell("s", "echo $$ >> shell.pid; exec sleep 300", idempotent=True)])
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_killed_workers_shell_command_is_reaped_before_the_node_reruns(
+        project: Project) -> None:
+    project.write_workflow("long", LONG_SHELL)
+    project.start_host()
+    run_id = project.detach("long")
+    wait_for(lambda: len(project.lines("shell.pid")) == 1, what="command started")
+    first = int(project.lines("shell.pid")[0])
+    worker = next(p for p in project.state_processes(run_id) if p["role"] == "worker")
+    os.kill(worker["pid"], signal.SIGKILL)
+    wait_for(lambda: len(project.lines("shell.pid")) == 2, what="node rerun")
+    # The first command (in a session of its own) was killed before the rerun.
+    assert not _alive(first)
+    second = int(project.lines("shell.pid")[1])
+    assert _alive(second)
+    project.cli("cancel", run_id)
+    wait_for(lambda: project.row(run_id).state == "cancelled", what="cancelled")
+    wait_for(lambda: not _alive(second), what="the rerun's command stopped with the run")
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -14,7 +14,6 @@ import os
 import secrets
 import select
 import signal
-import subprocess
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -22,8 +21,15 @@ from typing import Any, cast
 
 from loguru import logger
 
+from ..protocol.bundle import bundle_exists
 from ..protocol.clock import Clock, now_ms
-from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
+from ..protocol.errors import (
+    ClaimLost,
+    PiWorkflowsError,
+    StoreTransientError,
+    TransitionRefused,
+    WorkerExit,
+)
 from ..protocol.hostlock import HostLock
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
 from ..protocol.retry import RetryingProxy, backoff_delays
@@ -31,8 +37,8 @@ from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
-from .reaper import find_orphans, kill_processes
-from .workers import WorkerHandle, assign, spawn_standby, spawn_worker
+from .reaper import find_orphans, find_run_processes, kill_processes
+from .workers import Standby, WorkerHandle, spawn_worker
 
 
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
@@ -80,9 +86,10 @@ class Host:
         self.crashes: dict[str, deque[float]] = {}
         self.stopping = False
         self.quick = False
-        self.use_standby = use_standby
-        self.standby: subprocess.Popen[bytes] | None = None
-        self._standby_after = 0.0
+        self.standby = Standby(project=paths.project, project_key=self.project_key,
+                               runner_id=self.runner_id, extra_pi_args=extra_pi_args,
+                               enabled=use_standby)
+        self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self._signal_r: int | None = None
         self._listener: Listener | None = None
         self._store_delay = backoff_delays(0.05, 2.0)
@@ -122,9 +129,9 @@ class Host:
         if not self.stopping:
             self._start_pending()
             self._claim()
-            self._keep_standby()
+            self.standby.keep()
         else:
-            self._drop_standby()
+            self.standby.drop()
         self._set_title()
 
     def _drain_signals(self) -> None:
@@ -148,6 +155,7 @@ class Host:
             handle.terminate()  # the worker parks its run and exits
 
     def _reap(self) -> None:
+        self.retiring = [h for h in self.retiring if h.poll() is None]
         for run_id, handle in list(self.workers.items()):
             code = handle.poll()
             if code is None:
@@ -157,18 +165,28 @@ class Host:
 
     def _exited(self, handle: WorkerHandle, code: int) -> None:
         run_id = handle.run_id
-        if code in (WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST):
+        try:
+            self._handle_exit(handle, code)
+        except (ClaimLost, TransitionRefused) as exc:
+            logger.info("worker for {} exited {}; its claim is gone ({})", run_id, code, exc)
+
+    def _handle_exit(self, handle: WorkerHandle, code: int) -> None:
+        run_id = handle.run_id
+        row = self.store.get(run_id)
+        still_ours = row is not None and row.claim_token == handle.claim.token
+        if code in (WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST) \
+                and not still_ours:
             logger.info("worker for {} exited ({})", run_id, WorkerExit(code).name.lower())
             self.crashes.pop(run_id, None)
             return
+        # A crash, or a "clean" exit that left our claim behind (a node that
+        # called os._exit): its shell commands may still run, so reap them
+        # before anything reruns the node.
+        kill_processes(find_run_processes(self.project_key, self.runner_id, run_id))
         if self.stopping:
             self._park_quietly(handle.claim)  # no restarts while draining
             return
-        try:
-            row = self.store.verify(run_id, handle.claim.token)
-        except ClaimLost:
-            logger.info("worker for {} exited {} after losing its claim", run_id, code)
-            return
+        row = self.store.verify(run_id, handle.claim.token)
         if code == WorkerExit.BOOT_ERROR:
             self.store.fail(run_id, handle.claim.token, "worker_boot_error",
                             "the worker could not start; see the host log")
@@ -212,9 +230,12 @@ class Host:
             elif row is None or row.claim_token != handle.claim.token:
                 handle.terminate()  # another runner owns the run now
             elif (row.lease_expires_at or 0) <= now:
-                logger.warning("worker for {} stopped renewing its lease; stopping it",
+                # Its claim has lapsed, so it can no longer write anything: no
+                # point in a graceful stop. The run is claimed again below.
+                logger.warning("worker for {} stopped renewing its lease; killing it",
                                handle.run_id)
-                handle.terminate()
+                handle.term_sent = time.monotonic()
+                self._kill_run(handle)
 
     def _renew_pending(self) -> None:
         for run_id, pending in list(self.pending.items()):
@@ -245,43 +266,27 @@ class Host:
             self._spawn(claim)
 
     def _spawn(self, claim: Claim) -> None:
-        handle = None
-        if self.standby is not None:
-            handle = assign(self.standby, claim)
-            self.standby = None
-        if handle is None:
-            handle = spawn_worker(claim, project=self.paths.project,
-                                  project_key=self.project_key, runner_id=self.runner_id,
-                                  extra_pi_args=self.extra_pi_args)
+        old = self.workers.pop(claim.run_id, None)
+        if old is not None:
+            # We just re-claimed our own hung worker's run: the old one can no
+            # longer write; kill it (freeing any lock it holds) and its children.
+            self._kill_run(old)
+            self.retiring.append(old)
+        try:
+            handle = self.standby.take(claim) or spawn_worker(
+                claim, project=self.paths.project, project_key=self.project_key,
+                runner_id=self.runner_id, extra_pi_args=self.extra_pi_args)
+        except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
+            logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
+            self.pending[claim.run_id] = Pending(claim, time.monotonic() + 1.0)
+            return
         self.workers[claim.run_id] = handle
         logger.info("run {} -> worker pid {}", claim.run_id, handle.pid)
 
-    def _keep_standby(self) -> None:
-        """Keep one booted worker waiting, so a claimed run starts without a cold boot."""
-        if not self.use_standby or self.stopping:
-            return
-        if self.standby is not None:
-            if self.standby.poll() is None:
-                return
-            # It died while idle: do not respawn in a tight loop.
-            self._standby_after = time.monotonic() + 1.0
-            self.standby = None
-        if time.monotonic() >= self._standby_after:
-            self.standby = spawn_standby(project=self.paths.project,
-                                         project_key=self.project_key, runner_id=self.runner_id,
-                                         extra_pi_args=self.extra_pi_args)
-
-    def _drop_standby(self) -> None:
-        standby, self.standby = self.standby, None
-        if standby is None:
-            return
-        if standby.stdin is not None:
-            standby.stdin.close()  # EOF: the standby exits without doing anything
-        try:
-            standby.wait(5)
-        except subprocess.TimeoutExpired:
-            standby.kill()
-            standby.wait()
+    def _kill_run(self, handle: WorkerHandle) -> None:
+        """SIGKILL a worker's group and every process still carrying its run's marker."""
+        handle.kill()
+        kill_processes(find_run_processes(self.project_key, self.runner_id, handle.run_id))
 
     def _set_title(self) -> None:
         set_title(f"pi-workflows host {self.paths.project} workers={len(self.workers)}")
@@ -343,7 +348,7 @@ class Host:
 
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
-        self._drop_standby()
+        self.standby.drop()
         for handle in self.workers.values():
             handle.kill()
         for handle in self.workers.values():
@@ -351,6 +356,7 @@ class Host:
                 handle.proc.wait(5)
             except Exception as exc:  # a child that will not die must not stop shutdown
                 logger.warning("worker {} did not exit: {}", handle.pid, exc)
+        kill_processes(find_run_processes(self.project_key, self.runner_id))
         held = [h.claim for h in self.workers.values()] + [p.claim for p in self.pending.values()]
         for claim in held:
             self._park_quietly(claim)
@@ -366,9 +372,16 @@ class Host:
         self.store.close()
 
     def _park_quietly(self, claim: Claim) -> None:
+        """Give up a claim without a terminal state, so any runner can take the run."""
         try:
             row = self.store.get(claim.run_id)
-            if row is not None and row.state == "running" and row.claim_token == claim.token:
-                self.store.park(claim.run_id, claim.token)
+            if row is None or row.claim_token != claim.token:
+                return
+            if row.state == "starting":
+                if not bundle_exists(self.paths.runs_dir, claim.run_id):
+                    self.store.release_starting(claim.run_id, claim.token)
+                    return
+                self.store.mark_running(claim.run_id, claim.token)
+            self.store.park(claim.run_id, claim.token)
         except PiWorkflowsError as exc:
             logger.warning("could not park {}: {}", claim.run_id, exc)

@@ -24,8 +24,8 @@ from ..protocol.liveness import is_same_process
 from ..protocol.spawn import MARKER_ENV
 
 
-def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
-    """The runner id in ``proc``'s marker if it belongs to this project."""
+def _marker(proc: psutil.Process, project_key: str) -> tuple[str, str] | None:
+    """(runner id, run id) from ``proc``'s marker if it belongs to this project."""
     try:
         value = proc.environ().get(MARKER_ENV)
     except (psutil.Error, OSError):
@@ -33,9 +33,35 @@ def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
     if not value:
         return None
     key, _, rest = value.partition("/")
-    if key != project_key:
+    runner, _, run = rest.partition("/")
+    if key != project_key or not runner:
         return None
-    return rest.partition("/")[0] or None
+    return runner, run
+
+
+def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
+    found = _marker(proc, project_key)
+    return None if found is None else found[0]
+
+
+def find_run_processes(project_key: str, runner_id: str,
+                       run_id: str | None = None) -> list[psutil.Process]:
+    """This runner's leftover processes (of one run, or of every run but a standby).
+
+    A shell command or agent leaves its worker's group and session, so a group
+    kill of a dead worker misses it; its inherited marker still names the run.
+    """
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        marker = _marker(proc, project_key)
+        if marker is None or marker[0] != runner_id or marker[1] == "standby":
+            continue
+        if run_id is None or marker[1] == run_id:
+            found.append(proc)
+    return found
 
 
 def find_orphans(runs_dir: Path, project_key: str, live_runners: set[str]) -> list[psutil.Process]:

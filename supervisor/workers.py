@@ -95,3 +95,45 @@ def assign(standby: subprocess.Popen[bytes], claim: Claim) -> WorkerHandle | Non
     except OSError:
         return None
     return WorkerHandle(claim, standby)
+
+
+class Standby:
+    """At most one booted worker waiting for a claim (off the hot path)."""
+
+    def __init__(self, *, project: Path, project_key: str, runner_id: str,
+                 extra_pi_args: str = "", enabled: bool = True) -> None:
+        self.project, self.project_key = project, project_key
+        self.runner_id, self.extra_pi_args = runner_id, extra_pi_args
+        self.enabled = enabled
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._not_before = 0.0
+
+    def keep(self) -> None:
+        if not self.enabled:
+            return
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                return
+            # It died while idle: do not respawn in a tight loop.
+            self._not_before = time.monotonic() + 1.0
+            self.proc = None
+        if time.monotonic() >= self._not_before:
+            self.proc = spawn_standby(project=self.project, project_key=self.project_key,
+                                      runner_id=self.runner_id,
+                                      extra_pi_args=self.extra_pi_args)
+
+    def take(self, claim: Claim) -> WorkerHandle | None:
+        proc, self.proc = self.proc, None
+        return None if proc is None else assign(proc, claim)
+
+    def drop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()  # EOF: the standby exits without doing anything
+        try:
+            proc.wait(1)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

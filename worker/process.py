@@ -79,7 +79,13 @@ def _watch_parent(control: Control, parent: int, stop: threading.Event) -> None:
 
 def _renew(settings: Settings, store_file: Path, claim: Claim, control: Control,
            lost: threading.Event, stop: threading.Event) -> None:
-    store = open_store(settings, store_file)
+    try:
+        store = retry_store(lambda: open_store(settings, store_file),
+                            deadline_s=settings.lease_ms / 1000)
+    except PiWorkflowsError:
+        lost.set()  # cannot renew: stop now rather than write on a lapsing lease
+        control.request_park()
+        return
     try:
         while not stop.wait(settings.renew_ms / 1000):
             try:
@@ -148,9 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(paths.log_dir, level=settings.log_level, role="worker")
         # A busy store never kills a worker: every call backs off and retries
         # for up to a lease (past that the claim has expired anyway).
-        store = cast(Store, RetryingProxy(open_store(settings, paths.store_file),
-                                          deadline_s=settings.lease_ms / 1000,
-                                          on_retry=_log_retry))
+        store = cast(Store, RetryingProxy(
+            retry_store(lambda: open_store(settings, paths.store_file),
+                        deadline_s=settings.lease_ms / 1000, on_retry=_log_retry),
+            deadline_s=settings.lease_ms / 1000, on_retry=_log_retry))
+    except StoreTransientError as exc:
+        # Busy for a whole lease: a crash, so the host restarts it (not a boot error).
+        sys.stderr.write(f"pi-workflows worker: store busy at boot: {exc}\n")
+        return WorkerExit.CRASHED
     except (PiWorkflowsError, OSError) as exc:
         sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
@@ -161,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             return WorkerExit.FINISHED
         token = assigned
     else:
-        token = os.environ.get(TOKEN_ENV, "")
+        # Taken out of the environment so no shell command or agent inherits it.
+        token = os.environ.pop(TOKEN_ENV, "")
     set_title(f"pi-workflows worker {args.run} starting")
     claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
     try:

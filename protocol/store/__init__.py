@@ -14,6 +14,7 @@ from .db import Database
 from .effects import EffectOps
 from .feed import FeedOps, intent_id_for
 from .queue import QueueOps
+from .queue_reads import QueueReads
 from .records import (
     Claim,
     Effect,
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 
-class Store(QueueOps, RunnerOps, FeedOps, EffectOps):
+class Store(QueueOps, QueueReads, RunnerOps, FeedOps, EffectOps):
     """All store operations over one connection (use one ``Store`` per thread)."""
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,

@@ -11,12 +11,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ClaimLost, ConflictError, NotFound, TransitionRefused, UsageError
+from ..errors import ClaimLost, ConflictError, NotFound, TransitionRefused
 from ..limits import encode_private_input, safe_error_message, validate_key, validate_run_id
 from .base import StoreBase, allowed, new_token
 from .db import ConstraintViolation, Tx
 from .records import Claim, QueueRow, Renewal, RunSource
-from .schema import QUEUE_STATES
 
 _SELECT = "SELECT * FROM workflow_run_queue WHERE run_id = ?"
 _SESSION_FREE = (
@@ -327,20 +326,28 @@ class QueueOps(StoreBase):
 
     def requeue_expired_starting(self, run_id: str) -> QueueRow:
         """``starting -> queued`` when the lease expired and no bundle exists."""
+        return self._requeue(run_id, None, "lease_expired")
+
+    def release_starting(self, run_id: str, token: str) -> QueueRow:
+        """``starting -> queued`` by the claim holder itself, before any bundle exists."""
+        return self._requeue(run_id, token, "released")
+
+    def _requeue(self, run_id: str, token: str | None, reason: str) -> QueueRow:
         validate_run_id(run_id)
         now = self._now()
         with self._db.transaction() as tx:
-            row = _load(tx, run_id)
-            if row.state != "starting" or (row.lease_expires_at or 0) > now:
-                raise TransitionRefused(f"run {run_id} is not a starting run with an expired lease")
+            row = self._owned(tx, run_id, token, now) if token else _load(tx, run_id)
+            if row.state != "starting" or (token is None and (row.lease_expires_at or 0) > now):
+                raise TransitionRefused(f"run {run_id} is not a starting run with an expired lease"
+                                        if token is None else f"run {run_id} is not starting")
             changed = tx.execute(
                 "UPDATE workflow_run_queue SET state = 'queued', runner_id = NULL,"
                 " claim_token = NULL, lease_expires_at = NULL, updated_at = ?"
-                " WHERE run_id = ? AND state = 'starting' AND claim_token IS ?"
-                " AND lease_expires_at <= ?", (now, run_id, row.claim_token, now))
+                " WHERE run_id = ? AND state = 'starting' AND claim_token IS ?",
+                (now, run_id, row.claim_token))
             if changed != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
-            self._event(tx, run_id, "queued", now, {"from": "starting", "reason": "lease_expired"})
+            self._event(tx, run_id, "queued", now, {"from": "starting", "reason": reason})
             return _load(tx, run_id)
 
     def renew(self, run_id: str, token: str) -> Renewal:
@@ -383,28 +390,3 @@ class QueueOps(StoreBase):
             text = tx.scalar("SELECT private_input FROM workflow_run_queue WHERE run_id = ?",
                              (run_id,))
         return None if text is None else json.loads(text)
-
-    def get(self, run_id: str) -> QueueRow | None:
-        validate_run_id(run_id)
-        with self._db.transaction(write=False) as tx:
-            row = tx.one(_SELECT, (run_id,))
-        return None if row is None else QueueRow.from_row(row)
-
-    def list_runs(self, state: str | None = None, *, limit: int = 1000) -> list[QueueRow]:
-        if state is not None and state not in QUEUE_STATES:
-            raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
-        with self._db.transaction(write=False) as tx:
-            if state is None:
-                rows = tx.all("SELECT * FROM workflow_run_queue ORDER BY created_at, run_id"
-                              " LIMIT ?", (limit,))
-            else:
-                rows = tx.all("SELECT * FROM workflow_run_queue WHERE state = ?"
-                              " ORDER BY created_at, run_id LIMIT ?", (state, limit))
-        return [QueueRow.from_row(r) for r in rows]
-
-    def find_session_reservation(self, session: str) -> QueueRow | None:
-        """The session's one active (queued/starting/running) run, if any."""
-        with self._db.transaction(write=False) as tx:
-            row = tx.one("SELECT * FROM workflow_run_queue WHERE origin_session = ? AND state IN"
-                         " ('queued', 'starting', 'running')", (session,))
-        return None if row is None else QueueRow.from_row(row)

@@ -1,0 +1,39 @@
+"""Read-only views of the run queue: one run, a listing, a session's reservation.
+
+Deferred (read) transactions only; nothing here changes a row. No sqlite3.
+"""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+from ..limits import validate_run_id
+from .base import StoreBase
+from .records import QueueRow
+from .schema import QUEUE_STATES
+
+
+class QueueReads(StoreBase):
+    def get(self, run_id: str) -> QueueRow | None:
+        validate_run_id(run_id)
+        with self._db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM workflow_run_queue WHERE run_id = ?", (run_id,))
+        return None if row is None else QueueRow.from_row(row)
+
+    def list_runs(self, state: str | None = None, *, limit: int = 1000) -> list[QueueRow]:
+        if state is not None and state not in QUEUE_STATES:
+            raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
+        with self._db.transaction(write=False) as tx:
+            if state is None:
+                rows = tx.all("SELECT * FROM workflow_run_queue ORDER BY created_at, run_id"
+                              " LIMIT ?", (limit,))
+            else:
+                rows = tx.all("SELECT * FROM workflow_run_queue WHERE state = ?"
+                              " ORDER BY created_at, run_id LIMIT ?", (state, limit))
+        return [QueueRow.from_row(r) for r in rows]
+
+    def find_session_reservation(self, session: str) -> QueueRow | None:
+        """The session's one active (queued/starting/running) run, if any."""
+        with self._db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM workflow_run_queue WHERE origin_session = ? AND state IN"
+                         " ('queued', 'starting', 'running')", (session,))
+        return None if row is None else QueueRow.from_row(row)
