@@ -120,6 +120,12 @@ def _describe(value: Any, what: str) -> str:
     return f"a {what}" if value is not None else "null"
 
 
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", str: "string"}.get(type(value), "number")
+
+
 def same_scalar(case: Scalar, value: Scalar) -> bool:
     """JSON-style equality: ``true`` is not ``1``; ``1`` equals ``1.0``."""
     if isinstance(case, bool) or isinstance(value, bool):
@@ -188,6 +194,8 @@ def next_node(
     if target is None:
         shown = ", ".join(repr(k) for k in item.cases) or "none"
         raise RoutingError(
-            f"{where}: no case matches {value!r} (cases: {shown}) and there is no default"
+            # The value itself is not quoted: it may come from private run input.
+            f"{where}: no case matches the {_kind(value)} value (cases: {shown})"
+            " and there is no default"
         )
     return target

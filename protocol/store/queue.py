@@ -292,11 +292,15 @@ class QueueOps(StoreBase):
         return self._move(run_id, token, "done")
 
     def fail(self, run_id: str, token: str, code: str, message: str) -> QueueRow:
-        """``starting|running -> failed`` with a safe, bounded error."""
+        """``starting|running -> failed`` with a safe, bounded error.
+
+        The feed event carries only the code: an author's message may still
+        echo run input that redaction does not recognise.
+        """
         validate_key(code, "error code")
         safe = safe_error_message(message)
         return self._move(run_id, token, "failed", sets=", error_code = ?, error_message = ?",
-                          params=(code, safe), payload={"errorCode": code, "error": safe})
+                          params=(code, safe), payload={"errorCode": code})
 
     def cancel(self, run_id: str, token: str | None = None) -> QueueRow:
         """Cancel a queued, starting or parked run (anyone) or a running one (its owner).

@@ -61,9 +61,9 @@ def test_scalar_matching_is_json_typed() -> None:
     assert next_node(wf, "a", {"v": True}, OK) == "yes"
     assert next_node(wf, "a", {"v": 2.0}, OK) == "no"
     assert next_node(wf, "a", {"v": None}, OK) == "other"
-    with pytest.raises(RoutingError, match="no case matches 1"):
+    with pytest.raises(RoutingError, match="no case matches the number value"):
         next_node(wf, "a", {"v": 1}, OK)  # 1 is not true
-    with pytest.raises(RoutingError, match="no case matches '2'"):
+    with pytest.raises(RoutingError, match="no case matches the string value"):
         next_node(wf, "a", {"v": "2"}, OK)
 
 
@@ -95,7 +95,9 @@ def test_no_match_with_and_without_default() -> None:
     with pytest.raises(RoutingError) as caught:
         next_node(without, "a", {"v": "y"}, OK)
     assert caught.value.message == (
-        "switch from 'a' on '$.v': no case matches 'y' (cases: 'x') and there is no default")
+        "switch from 'a' on '$.v': no case matches the string value (cases: 'x')"
+        " and there is no default")
+    assert "'y'" not in caught.value.message  # values may come from private input
 
 
 def test_switch_on_result_routes_failures() -> None:
@@ -141,7 +143,7 @@ def test_failure_without_result_switch_is_not_routed() -> None:
 
 def test_failure_with_no_matching_result_case_and_no_default() -> None:
     wf = flow(switch("a", "$result.outcome", {"ok": "yes"}))
-    with pytest.raises(RoutingError, match="no case matches 'failed'"):
+    with pytest.raises(RoutingError, match="no case matches the string value"):
         next_node(wf, "a", None, {"outcome": "failed", "errorCode": "e", "error": "x"})
 
 
