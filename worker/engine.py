@@ -101,7 +101,8 @@ class Engine:
     def notify(self, node_id: str, idx: int, kind: str, message: str) -> None:
         if self.notifier is not None and self.session_id is not None:
             self.notifier.add_notification(self.session_id, self.run_id, node_id, idx, kind,
-                                           {"message": message, "workflow": self.workflow.name})
+                                           {"message": message, "workflow": self.workflow.name},
+                                           token=self.token)
 
     # ---- creating and reopening -----------------------------------------
 

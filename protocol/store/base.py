@@ -11,6 +11,7 @@ import secrets
 from typing import Any
 
 from ..clock import Clock
+from ..errors import ClaimLost
 from ..limits import encode_payload
 from .db import Database, Tx
 
@@ -52,6 +53,16 @@ class StoreBase:
 
     def _now(self) -> int:
         return self._clock()
+
+    @staticmethod
+    def _fence(tx: Tx, run_id: str, token: str | None, now: int) -> None:
+        """Inside the caller's transaction: a write on behalf of a run needs its live claim."""
+        if token is None:
+            return
+        row = tx.one("SELECT claim_token, lease_expires_at FROM workflow_run_queue"
+                     " WHERE run_id = ?", (run_id,))
+        if row is None or row["claim_token"] != token or (row["lease_expires_at"] or 0) <= now:
+            raise ClaimLost(f"the claim on run {run_id} is no longer held")
 
     @staticmethod
     def _event(tx: Tx, run_id: str, type_: str, at: int, payload: dict[str, Any]) -> int:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ClaimLost, ConflictError, LimitError, TransitionRefused
+from ..errors import ConflictError, LimitError, TransitionRefused
 from ..limits import MAX_PAYLOAD_BYTES, validate_key, validate_run_id
 from .base import StoreBase
-from .db import Tx
 from .records import Effect
 
 EFFECT_STATES = ("pending", "applied", "rejected", "indeterminate")
@@ -25,15 +24,6 @@ EFFECT_TRANSITIONS = {
 }
 
 _KEY = "run_id = ? AND node_id = ? AND effect_key = ?"
-
-
-def _fence(tx: Tx, run_id: str, token: str | None, now: int) -> None:
-    if token is None:
-        return
-    row = tx.one("SELECT claim_token, lease_expires_at FROM workflow_run_queue WHERE run_id = ?",
-                 (run_id,))
-    if row is None or row["claim_token"] != token or (row["lease_expires_at"] or 0) <= now:
-        raise ClaimLost(f"the claim on run {run_id} is no longer held")
 
 
 class EffectOps(StoreBase):
@@ -51,7 +41,7 @@ class EffectOps(StoreBase):
         validate_key(fingerprint, "fingerprint")
         now = self._now()
         with self._db.transaction() as tx:
-            _fence(tx, run_id, token, now)
+            self._fence(tx, run_id, token, now)
             row = tx.one(f"SELECT * FROM effects WHERE {_KEY}", (run_id, node_id, effect_key))
             if row is not None:
                 effect = Effect.from_row(row)
@@ -74,7 +64,7 @@ class EffectOps(StoreBase):
             raise LimitError(f"effect result is larger than {MAX_PAYLOAD_BYTES} bytes")
         now = self._now()
         with self._db.transaction() as tx:
-            _fence(tx, run_id, token, now)
+            self._fence(tx, run_id, token, now)
             row = tx.one(f"SELECT * FROM effects WHERE {_KEY}", (run_id, node_id, effect_key))
             if row is None:
                 raise TransitionRefused(f"effect {effect_key} of node {node_id} was never begun")

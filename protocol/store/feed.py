@@ -75,8 +75,13 @@ class FeedOps(StoreBase):
     # ---- notifications --------------------------------------------------
 
     def add_notification(self, session_id: str, run_id: str, node_id: str, idx: int,
-                         kind: str, payload: dict[str, Any]) -> bool:
-        """Record a passive message; idempotent per (run, node, idx). True if new."""
+                         kind: str, payload: dict[str, Any], *,
+                         token: str | None = None) -> bool:
+        """Record a passive message; idempotent per (run, node, idx). True if new.
+
+        With ``token`` the run's claim is checked in the same transaction, so a
+        runner that lost its claim cannot add anything.
+        """
         validate_key(session_id, "session id")
         validate_run_id(run_id)
         validate_key(node_id, "node id")
@@ -84,6 +89,7 @@ class FeedOps(StoreBase):
             raise UsageError(f"notification kind must be one of {NOTIFICATION_KINDS}")
         body = encode_payload(payload, "notification payload")
         with self._db.transaction() as tx:
+            self._fence(tx, run_id, token, self._now())
             return tx.execute(
                 "INSERT INTO workflow_notifications(session_id, run_id, node_id, idx, kind,"
                 " payload, created_at) VALUES (?,?,?,?,?,?,?)"
