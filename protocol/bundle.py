@@ -39,6 +39,12 @@ class BundleCorrupt(PiWorkflowsError):
     code = "bundle_corrupt"
 
 
+class BundleExists(BundleCorrupt):
+    """``create`` found a bundle (another writer laid it out first): resume it instead."""
+
+    code = "bundle_exists"
+
+
 @dataclass(frozen=True)
 class TraceScan:
     """The longest valid prefix of a trace: lines with seq 1..n, each complete JSON."""
@@ -174,7 +180,7 @@ class BundleWriter:
         ensure_private_dir(b.dir)
         with self._fence():
             if b.exists():
-                raise BundleCorrupt(f"run {b.run_id} already has a bundle")
+                raise BundleExists(f"run {b.run_id} already has a bundle")
             ensure_private_dir(b.session_dir)
             ensure_private_dir(b.artifacts.path)
             sync = self.fsync != "never"

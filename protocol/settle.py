@@ -1,8 +1,9 @@
 """Settling a run that no worker owns, so bundle and queue agree.
 
-Owns cancelling a parked run: the caller claims it like any runner would,
-writes ``run_cancelled`` into its bundle through the fenced writer, then
-moves the queue row to ``cancelled``. Imports protocol modules only.
+Owns writing a terminal event into a bundle whose workflow will not run
+again (cancelling a parked run; a run whose workflow no longer loads),
+always through the fenced writer of a claim the caller holds. Imports
+protocol modules only.
 """
 
 from __future__ import annotations
@@ -26,11 +27,17 @@ def cancel_parked(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
     claim = store.claim_by_id(run_id, runner_id)
     bundle = Bundle(runs_dir, run_id)
     if bundle.exists():
-        writer = BundleWriter(bundle, store, claim.token, fsync=fsync)
-        state, _ = writer.reopen()
-        if state.get("status") not in SETTLED_STATUSES:
-            ended: dict[str, Any] = {**state, "status": "cancelled", "currentNode": None,
-                                     "currentAttempt": None, "pendingEnd": None,
-                                     "error": CANCELLED}
-            writer.append("run_cancelled", {"error": CANCELLED}, ended)
+        settle_bundle(BundleWriter(bundle, store, claim.token, fsync=fsync), "run_cancelled",
+                      CANCELLED)
     return store.cancel(run_id, claim.token)
+
+
+def settle_bundle(writer: BundleWriter, event_type: str, error: dict[str, str]) -> None:
+    """Write a terminal event into an unsettled bundle without running its workflow."""
+    state, _ = writer.reopen()
+    if state.get("status") in SETTLED_STATUSES:
+        return
+    status = {"run_cancelled": "cancelled", "run_failed": "failed"}[event_type]
+    ended: dict[str, Any] = {**state, "status": status, "currentNode": None,
+                             "currentAttempt": None, "pendingEnd": None, "error": error}
+    writer.append(event_type, {"error": error}, ended)

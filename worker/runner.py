@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.bundle import Bundle, BundleCorrupt, BundleWriter
+from ..protocol.bundle import Bundle, BundleCorrupt, BundleExists, BundleWriter
 from ..protocol.discovery import WorkflowLoadError, load_workflow_file
 from ..protocol.errors import PiWorkflowsError
+from ..protocol.limits import safe_error_message
+from ..protocol.settle import settle_bundle
 from ..protocol.store import Claim, Store
 from .agent import AgentExecutor
 from .control import Control
@@ -71,11 +73,14 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
     if row is None:
         raise PiWorkflowsError(f"run {claim.run_id} vanished from the queue")
     bundle = Bundle(runs_dir, claim.run_id)
+    writer = BundleWriter(bundle, store, claim.token, fsync=fsync)
     try:
         loaded = load_workflow_file(row.source_path)
     except WorkflowLoadError as exc:
+        if bundle.exists():  # the bundle records the failure too
+            settle_bundle(writer, "run_failed", {"code": "workflow_invalid",
+                                                 "message": safe_error_message(exc.message)})
         return _fail(store, claim, "workflow_invalid", exc.message)
-    writer = BundleWriter(bundle, store, claim.token, fsync=fsync)
     engine = Engine(loaded.workflow, writer, store, project_dir=project_dir, control=control,
                     agent=agent, notifier=store, session_id=row.origin_session,
                     park_grace_s=park_grace_s)
@@ -95,8 +100,14 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
                 pstate = Bundle(runs_dir, row.parent_run_id).state()
                 parent = {"runId": row.parent_run_id, "state": pstate, "answer": run_input}
                 run_input = pstate.get("input")
-            engine.create(run_input=run_input, source=source, digest=loaded.digest,
-                          parent=parent)
+            try:
+                engine.create(run_input=run_input, source=source, digest=loaded.digest,
+                              parent=parent)
+            except BundleExists:
+                # Decided outside the fence: a writer that lost its claim laid the
+                # bundle out meanwhile. Resume it like any interrupted run.
+                engine.reopen(source_sha256=loaded.source.sha256, digest=loaded.digest,
+                              force=force)
         else:
             engine.reopen(source_sha256=loaded.source.sha256, digest=loaded.digest, force=force)
     except ResumeRefused:

@@ -363,3 +363,33 @@ def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(h: Harness,
     assert bundle.manifest()["status"] == "completed"
     assert h.state(run_id)["finalOutput"] == FINAL
     assert h.row(run_id).state == "done"
+
+
+def test_a_workflow_that_no_longer_loads_fails_in_the_bundle_too(h: Harness) -> None:
+    run_id = _parked_at_start(h)
+    (h.workflows / "three.workflow.py").write_text("this is not python(\n")
+    out = h.execute(run_id)
+    assert (out.outcome, out.error_code) == ("failed", "workflow_invalid")
+    assert h.row(run_id).state == "failed"
+    state = h.bundle(run_id).state()
+    assert state["status"] == "failed" and state["error"]["code"] == "workflow_invalid"
+    assert [e["type"] for e in h.bundle(run_id).scan().events][-1] == "run_failed"
+
+
+def test_a_bundle_laid_out_behind_our_back_is_resumed_not_failed(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """create() is decided outside the fence; if the bundle appeared meanwhile, resume it."""
+    run_id = _parked_at_start(h)
+    real = bundle_mod.Bundle.exists
+    calls = {"n": 0}
+
+    def first_says_no(self: Any) -> bool:
+        calls["n"] += 1
+        return False if calls["n"] == 1 else real(self)
+
+    monkeypatch.setattr(bundle_mod.Bundle, "exists", first_says_no)
+    out = h.execute(run_id)
+    assert out.outcome == "completed"
+    events = assert_well_formed(h.bundle(run_id))
+    assert [e["type"] for e in events].count("run_started") == 1
+    assert any(e["type"] == "run_resumed" for e in events)
