@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..protocol.bundle import bundle_exists
 from ..protocol.discovery import discover_for
 from ..protocol.errors import NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
@@ -156,6 +157,8 @@ def list_command(
 ) -> None:
     """List the project's runs, oldest first."""
     settings, paths = _context(project)
+    if state is not None and state not in QUEUE_STATES:
+        raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
     if not paths.store_file.exists():
         infos: list[dict[str, Any]] = []
     else:
@@ -212,7 +215,9 @@ def cancel_command(
         row = store.get(run)
         if row is None:
             raise NotFound(f"no run {run} in this project", code="run_not_found")
-        if row.state == "running":
+        if row.state == "running" or (row.state == "starting"
+                                       and bundle_exists(paths.runs_dir, run)):
+            # Its owner writes the terminal event, so the bundle agrees.
             row = store.request_cancel(run)
         elif row.state == "parked":
             row = cancel_parked(store, paths.runs_dir, run, f"cli-cancel-{os.getpid()}",
@@ -223,7 +228,7 @@ def cancel_command(
     if as_json:
         _print_json({"runId": row.run_id, "state": row.state,
                      "cancelRequested": row.cancel_requested})
-    elif row.state == "running":
+    elif row.state in ("starting", "running"):
         typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
     else:
         typer.echo(f"{run}: {row.state}")

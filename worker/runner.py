@@ -116,8 +116,9 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
         if exc.code == "claim_lost":
             raise
         return _fail(store, claim, exc.code, exc.message)
-    if claim.state == "starting":
-        store.mark_running(claim.run_id, claim.token)
+    if claim.state == "starting" and store.mark_running(claim.run_id,
+                                                        claim.token).cancel_requested:
+        engine.control.request_cancel()  # cancel asked for while it was starting
     try:
         outcome = engine.run()
     except BundleCorrupt as exc:

@@ -315,15 +315,19 @@ class QueueOps(StoreBase):
                           token_states=("running",))
 
     def request_cancel(self, run_id: str) -> QueueRow:
-        """Flag a running run for cancellation; its owner sees it on the next renewal."""
+        """Flag a starting or running run; its owner cancels it at its next renewal.
+
+        For a ``starting`` run that is resuming a bundle, this (not ``cancel``)
+        lets the owner write the terminal event, so bundle and queue agree.
+        """
         validate_run_id(run_id)
         now = self._now()
         with self._db.transaction() as tx:
             row = _load(tx, run_id)
-            if row.state != "running":
+            if row.state not in ("starting", "running"):
                 raise TransitionRefused(f"run {run_id} is {row.state}, not running")
             if tx.execute("UPDATE workflow_run_queue SET cancel_requested = 1, updated_at = ?"
-                          " WHERE run_id = ? AND state = 'running'", (now, run_id)) != 1:
+                          " WHERE run_id = ? AND state = ?", (now, run_id, row.state)) != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
             self._event(tx, run_id, "cancel_requested", now, {})
             return _load(tx, run_id)

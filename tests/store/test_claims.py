@@ -259,3 +259,11 @@ def test_delete_unstarted_continuation(store: Store, clock: FakeClock) -> None:
     with pytest.raises(TransitionRefused):
         store.delete_unstarted_continuation("plain", plain)
     assert store.get("plain") is not None
+
+
+def test_a_cancel_request_while_starting_reaches_the_owner_at_activation(store: Store) -> None:
+    token = put_in_state(store, "r1", "starting")
+    store.request_cancel("r1")
+    row = store.mark_running("r1", token)
+    assert row.state == "running" and row.cancel_requested
+    assert store.cancel("r1", token).state == "cancelled"
