@@ -89,6 +89,7 @@ class Host:
         self.standby = Standby(project=paths.project, project_key=self.project_key,
                                runner_id=self.runner_id, extra_pi_args=extra_pi_args,
                                enabled=use_standby)
+        self._next_heartbeat = 0.0
         self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self._signal_r: int | None = None
         self._listener: Listener | None = None
@@ -122,6 +123,7 @@ class Host:
     # ---- one pass ----------------------------------------------------------
 
     def loop_once(self) -> None:
+        self._heartbeat()
         self._drain_signals()
         self._reap()
         self._stop_hung()
@@ -133,6 +135,12 @@ class Host:
         else:
             self.standby.drop()
         self._set_title()
+
+    def _heartbeat(self) -> None:
+        # Liveness is proven by pid and start time; the heartbeat is for people.
+        if time.monotonic() >= self._next_heartbeat:
+            self.store.heartbeat(self.runner_id)
+            self._next_heartbeat = time.monotonic() + 5.0
 
     def _drain_signals(self) -> None:
         if self._signal_r is None:
