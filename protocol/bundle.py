@@ -23,7 +23,7 @@ from .clock import Clock, now_ms
 from .errors import PiWorkflowsError
 from .fence import ClaimVerifier, bundle_lock, fenced
 from .limits import validate_run_id
-from .settings import ensure_private_dir
+from .paths import ensure_private_dir
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
 TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})

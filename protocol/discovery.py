@@ -4,7 +4,7 @@ Owns: importing one ``*.workflow.py`` file safely (unique module name, every
 failure a ``WorkflowLoadError`` with the path and a one-line reason), the
 source identity (sha256 of the exact bytes executed), and the catalog of
 project and global definitions with shadowing. Imports ``protocol.definition``,
-``protocol.validation``, ``protocol.settings``, ``protocol.limits`` and
+``protocol.validation``, ``protocol.settings`` (types only), ``protocol.limits`` and
 ``protocol.errors``; must not import ``worker`` or ``supervisor``.
 """
 
@@ -20,13 +20,15 @@ import traceback
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .definition import DefinitionError, Workflow, definition_digest
 from .errors import NotFound
 from .limits import safe_error_message
-from .settings import Settings
 from .validation import name_problems, validate_workflow
+
+if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
+    from .settings import Settings
 
 SUFFIX = ".workflow.py"
 PROJECT_SUBDIR = Path(".pi") / "workflows"

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from filelock import FileLock
 
-from .settings import ensure_private_dir
+from .paths import ensure_private_dir
 
 LOCK_NAME = ".bundle.lock"
 

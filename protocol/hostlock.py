@@ -17,7 +17,7 @@ from typing import Any
 
 from .clock import now_ms
 from .errors import UsageError
-from .settings import ensure_private_dir
+from .paths import ensure_private_dir
 
 
 class HostLockHeld(UsageError):

@@ -14,7 +14,7 @@ from typing import Any
 
 from loguru import logger
 
-from .settings import ensure_private_dir
+from .paths import ensure_private_dir
 
 LOG_FILE = "pi-workflows.log"
 

@@ -7,10 +7,7 @@ project's real path). Imports only ``protocol.errors``.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +20,10 @@ from pydantic_settings import (
 )
 
 from .errors import UsageError
+from .paths import Paths, ensure_private_dir, project_key
+
+__all__ = ["Paths", "Settings", "ensure_private_dir", "load_settings", "project_key",
+           "resolve_paths"]
 
 DEFAULT_HOME = Path("~/.pi/agent/workflows")
 FsyncPolicy = Literal["always", "node", "never"]
@@ -101,41 +102,6 @@ def load_settings(**overrides: Any) -> Settings:
         raise UsageError(f"cannot read settings: {exc}") from None
 
 
-@dataclass(frozen=True)
-class Paths:
-    """Where one project's durable state lives."""
-
-    project: Path
-    home: Path
-    state_dir: Path
-    store_file: Path
-    runs_dir: Path
-    host_lock: Path
-    log_dir: Path
-
-    def as_json(self) -> dict[str, str]:
-        return {
-            "home": str(self.home),
-            "stateDir": str(self.state_dir),
-            "storeFile": str(self.store_file),
-            "runsDir": str(self.runs_dir),
-            "hostLock": str(self.host_lock),
-            "logDir": str(self.log_dir),
-        }
-
-    @property
-    def wakeup_socket(self) -> Path:
-        return self.state_dir / "host.wakeup"
-
-
-def project_key(project: Path) -> str:
-    """A short, stable directory name for a project: ``<slug>-<hash12>``."""
-    real = os.path.realpath(project)
-    digest = hashlib.sha256(real.encode()).hexdigest()[:12]
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(real).name).strip("-.")[:40] or "root"
-    return f"{slug}-{digest}"
-
-
 def resolve_paths(settings: Settings, project: Path | str) -> Paths:
     """Derive every path; each one can be overridden on its own."""
     proj = Path(os.path.realpath(Path(project).expanduser()))
@@ -156,18 +122,3 @@ def resolve_paths(settings: Settings, project: Path | str) -> Paths:
         host_lock=pick(settings.host_lock, state / "host.lock"),
         log_dir=pick(settings.log_dir, state / "logs"),
     )
-
-
-def ensure_private_dir(path: Path) -> Path:
-    """Create ``path`` (and parents) as 0700 directories; tighten if it exists."""
-    missing = []
-    probe = path
-    while not probe.exists():
-        missing.append(probe)
-        probe = probe.parent
-    for directory in reversed(missing):
-        # exist_ok: another process may create the same directory concurrently.
-        directory.mkdir(mode=0o700, exist_ok=True)
-    if path.stat().st_mode & 0o777 != 0o700:
-        os.chmod(path, 0o700)
-    return path

@@ -37,6 +37,7 @@ from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
+from ..protocol.workerconfig import WorkerConfig
 from .reaper import find_orphans, find_run_processes, kill_processes
 from .workers import Standby, WorkerHandle, spawn_worker
 
@@ -86,9 +87,11 @@ class Host:
         self.crashes: dict[str, deque[float]] = {}
         self.stopping = False
         self.quick = False
+        # Workers get the resolved settings, so they boot without pydantic.
+        self.worker_config = WorkerConfig.from_settings(settings, paths).to_json()
         self.standby = Standby(project=paths.project, project_key=self.project_key,
                                runner_id=self.runner_id, extra_pi_args=extra_pi_args,
-                               enabled=use_standby)
+                               config_json=self.worker_config, enabled=use_standby)
         self._next_heartbeat = 0.0
         self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self._signal_r: int | None = None
@@ -283,7 +286,8 @@ class Host:
         try:
             handle = self.standby.take(claim) or spawn_worker(
                 claim, project=self.paths.project, project_key=self.project_key,
-                runner_id=self.runner_id, extra_pi_args=self.extra_pi_args)
+                runner_id=self.runner_id, extra_pi_args=self.extra_pi_args,
+                config_json=self.worker_config)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
             logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
             self.pending[claim.run_id] = Pending(claim, time.monotonic() + 1.0)

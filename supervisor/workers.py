@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..protocol.spawn import MARKER_ENV, marker_value, signal_group, spawn
 from ..protocol.store import Claim
+from ..protocol.workerconfig import CONFIG_ENV
 
 TOKEN_ENV = "PI_WORKFLOWS_CLAIM_TOKEN"
 EXTRA_PI_ARGS_ENV = "PI_WORKFLOWS_EXTRA_PI_ARGS"
@@ -59,17 +60,19 @@ def _argv(project: Path, runner_id: str) -> list[str]:
             "--runner", runner_id, "--parent-pid", str(os.getpid())]
 
 
-def _env(marker: str, extra_pi_args: str) -> dict[str, str]:
+def _env(marker: str, extra_pi_args: str, config_json: str = "") -> dict[str, str]:
     env = {MARKER_ENV: marker}
+    if config_json:
+        env[CONFIG_ENV] = config_json
     if extra_pi_args:
         env[EXTRA_PI_ARGS_ENV] = extra_pi_args
     return env
 
 
 def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
-                 extra_pi_args: str = "") -> WorkerHandle:
+                 extra_pi_args: str = "", config_json: str = "") -> WorkerHandle:
     argv = [*_argv(project, runner_id), "--run", claim.run_id, "--claim-state", claim.state]
-    env = _env(marker_value(project_key, runner_id, claim.run_id), extra_pi_args)
+    env = _env(marker_value(project_key, runner_id, claim.run_id), extra_pi_args, config_json)
     env[TOKEN_ENV] = claim.token
     # The project is the worker's working directory: relative paths in shell
     # nodes resolve against it.
@@ -77,9 +80,9 @@ def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: st
 
 
 def spawn_standby(*, project: Path, project_key: str, runner_id: str,
-                  extra_pi_args: str = "") -> subprocess.Popen[bytes]:
+                  extra_pi_args: str = "", config_json: str = "") -> subprocess.Popen[bytes]:
     """A worker that boots now and waits on stdin for a claim: start-up off the hot path."""
-    env = _env(marker_value(project_key, runner_id, "standby"), extra_pi_args)
+    env = _env(marker_value(project_key, runner_id, "standby"), extra_pi_args, config_json)
     return spawn([*_argv(project, runner_id), "--standby"], cwd=project, env=env,
                  stdin=subprocess.PIPE)
 
@@ -101,9 +104,10 @@ class Standby:
     """At most one booted worker waiting for a claim (off the hot path)."""
 
     def __init__(self, *, project: Path, project_key: str, runner_id: str,
-                 extra_pi_args: str = "", enabled: bool = True) -> None:
+                 extra_pi_args: str = "", config_json: str = "", enabled: bool = True) -> None:
         self.project, self.project_key = project, project_key
         self.runner_id, self.extra_pi_args = runner_id, extra_pi_args
+        self.config_json = config_json
         self.enabled = enabled
         self.proc: subprocess.Popen[bytes] | None = None
         self._not_before = 0.0
@@ -120,7 +124,8 @@ class Standby:
         if time.monotonic() >= self._not_before:
             self.proc = spawn_standby(project=self.project, project_key=self.project_key,
                                       runner_id=self.runner_id,
-                                      extra_pi_args=self.extra_pi_args)
+                                      extra_pi_args=self.extra_pi_args,
+                                      config_json=self.config_json)
 
     def take(self, claim: Claim) -> WorkerHandle | None:
         proc, self.proc = self.proc, None

@@ -20,17 +20,15 @@ import threading
 from pathlib import Path
 from typing import cast
 
-from loguru import logger
-
 from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
-from ..protocol.logsetup import setup_logging
+from ..protocol.paths import Paths, project_key
 from ..protocol.processes import self_record, with_entry
 from ..protocol.retry import RetryingProxy, retry_store
-from ..protocol.settings import Paths, Settings, load_settings, project_key, resolve_paths
 from ..protocol.spawn import MARKER_ENV, marker_value
-from ..protocol.store import Claim, Store, open_store
+from ..protocol.store import Claim, Store
 from ..protocol.titles import set_title
+from ..protocol.workerconfig import CONFIG_ENV, WorkerConfig
 from .control import Control
 from .engine import Engine
 from .runner import execute_claim
@@ -77,10 +75,15 @@ def _watch_parent(control: Control, parent: int, stop: threading.Event) -> None:
             return
 
 
-def _renew(settings: Settings, store_file: Path, claim: Claim, control: Control,
+def open_worker_store(cfg: WorkerConfig) -> Store:
+    return Store(cfg.paths.store_file, lease_ms=cfg.lease_ms, busy_timeout_ms=cfg.busy_timeout_ms,
+                 synchronous=cfg.sqlite_synchronous)
+
+
+def _renew(settings: WorkerConfig, claim: Claim, control: Control,
            lost: threading.Event, stop: threading.Event) -> None:
     try:
-        store = retry_store(lambda: open_store(settings, store_file),
+        store = retry_store(lambda: open_worker_store(settings),
                             deadline_s=settings.lease_ms / 1000)
     except PiWorkflowsError:
         lost.set()  # cannot renew: stop now rather than write on a lapsing lease
@@ -102,8 +105,40 @@ def _renew(settings: Settings, store_file: Path, claim: Claim, control: Control,
         store.close()
 
 
+class _LazyLog:
+    """Warnings only; loguru is imported on first use (it costs ~80 ms of a boot)."""
+
+    def __init__(self) -> None:
+        self.config: WorkerConfig | None = None
+        self._ready = False
+
+    def warn(self, message: str) -> None:
+        from loguru import logger
+
+        from ..protocol.logsetup import setup_logging
+
+        if not self._ready and self.config is not None:
+            setup_logging(self.config.paths.log_dir, level=self.config.log_level, role="worker")
+            self._ready = True
+        logger.warning(message)
+
+
+_LOG = _LazyLog()
+
+
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
-    logger.warning("store busy ({}); retry {} in {:.2f} s", exc, attempt + 1, delay)
+    _LOG.warn(f"store busy ({exc}); retry {attempt + 1} in {delay:.2f} s")
+
+
+def load_config(project: str) -> WorkerConfig:
+    """From the spawning runner (no pydantic), or resolved here when started by hand."""
+    handed = os.environ.pop(CONFIG_ENV, None)
+    if handed:
+        return WorkerConfig.from_json(handed)
+    from ..protocol.settings import load_settings, resolve_paths
+
+    settings = load_settings()
+    return WorkerConfig.from_settings(settings, resolve_paths(settings, Path(project)))
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -149,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != parent:
         return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
     try:
-        settings = load_settings()
-        paths = resolve_paths(settings, Path(args.project))
-        setup_logging(paths.log_dir, level=settings.log_level, role="worker")
+        settings = load_config(args.project)
+        paths = settings.paths
+        _LOG.config = settings
         # A busy store never kills a worker: every call backs off and retries
         # for up to a lease (past that the claim has expired anyway).
         store = cast(Store, RetryingProxy(
-            retry_store(lambda: open_store(settings, paths.store_file),
+            retry_store(lambda: open_worker_store(settings),
                         deadline_s=settings.lease_ms / 1000, on_retry=_log_retry),
             deadline_s=settings.lease_ms / 1000, on_retry=_log_retry))
     except StoreTransientError as exc:
@@ -183,12 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     return _execute(args, settings, paths, store, claim, control, parent)
 
 
-def _execute(args: argparse.Namespace, settings: Settings, paths: Paths, store: Store,
+def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,
              claim: Claim, control: Control, parent: int) -> int:
     stop = threading.Event()
     lost = threading.Event()
     threading.Thread(target=_watch_parent, args=(control, parent, stop), daemon=True).start()
-    threading.Thread(target=_renew, args=(settings, paths.store_file, claim, control, lost, stop),
+    threading.Thread(target=_renew, args=(settings, claim, control, lost, stop),
                      daemon=True, name="pi-workflows-renew").start()
 
     def on_engine(engine: Engine) -> None:

@@ -7,9 +7,9 @@ settings. Only ``db.py`` imports sqlite3. Must not import worker/supervisor.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..clock import Clock, now_ms
-from ..settings import Settings
 from .db import Database
 from .effects import EffectOps
 from .feed import FeedOps, intent_id_for
@@ -28,6 +28,9 @@ from .records import (
 )
 from .runners import RunnerOps
 from .schema import CLAIMED_STATES, QUEUE_STATES, SCHEMA_ID, TERMINAL_STATES
+
+if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
+    from ..settings import Settings
 
 __all__ = [
     "CLAIMED_STATES", "QUEUE_STATES", "SCHEMA_ID", "TERMINAL_STATES", "Claim", "Effect",

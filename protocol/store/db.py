@@ -23,7 +23,7 @@ from ..errors import (
     StorePermanentError,
     StoreTransientError,
 )
-from ..settings import ensure_private_dir
+from ..paths import ensure_private_dir
 from .schema import SCHEMA_ID, SCHEMA_STATEMENTS
 
 Row = dict[str, Any]

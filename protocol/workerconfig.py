@@ -1,0 +1,50 @@
+"""The settings a worker needs, handed to it by the runner that spawns it.
+
+A runner resolves its settings once and passes them as JSON in one
+environment variable, so a worker boots without the settings machinery
+(pydantic costs a fifth of a cold boot). A worker started by hand, without
+the variable, resolves settings itself. Imports ``protocol.paths`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .paths import Paths
+
+CONFIG_ENV = "PI_WORKFLOWS_WORKER_CONFIG"
+_PATH_FIELDS = ("project", "home", "state_dir", "store_file", "runs_dir", "host_lock", "log_dir")
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    paths: Paths
+    lease_ms: int
+    renew_ms: int
+    busy_timeout_ms: int
+    sqlite_synchronous: str
+    fsync: str
+    park_grace_s: float
+    log_level: str
+
+    @classmethod
+    def from_settings(cls, settings: Any, paths: Paths) -> WorkerConfig:
+        return cls(paths, settings.lease_ms, settings.renew_ms, settings.busy_timeout_ms,
+                   settings.sqlite_synchronous, settings.fsync, settings.park_grace_s,
+                   settings.log_level)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["paths"] = {k: str(getattr(self.paths, k)) for k in _PATH_FIELDS}
+        return json.dumps(data, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerConfig:
+        data = json.loads(text)
+        paths = Paths(**{k: Path(data["paths"][k]) for k in _PATH_FIELDS})
+        return cls(paths, int(data["lease_ms"]), int(data["renew_ms"]),
+                   int(data["busy_timeout_ms"]), str(data["sqlite_synchronous"]),
+                   str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]))
