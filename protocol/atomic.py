@@ -39,8 +39,12 @@ def _write_file(path: Path, flags: int, data: bytes, *, sync: bool) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool) -> None:
-    """Replace ``path`` with ``data``: a reader sees the old or the new file, never half."""
+def write_atomic(path: Path, data: bytes, *, sync: bool, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data``: a reader sees the old or the new file, never half.
+
+    ``sync_dir=False`` leaves the directory fsync to a later write in the same
+    directory (several files laid out together need only one).
+    """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     _write_file(tmp, os.O_TRUNC, data, sync=sync)
     try:
@@ -49,12 +53,13 @@ def write_atomic(path: Path, data: bytes, *, sync: bool) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if sync:
+    if sync and sync_dir:
         fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, value: Any, *, sync: bool) -> None:
-    write_atomic(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(), sync=sync)
+def write_json_atomic(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
+    write_atomic(path, (json.dumps(value, indent=1, sort_keys=True) + "\n").encode(), sync=sync,
+                 sync_dir=sync_dir)
 
 
 def append_line(path: Path, line: bytes, *, sync: bool) -> None:

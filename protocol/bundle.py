@@ -184,7 +184,9 @@ class BundleWriter:
             ensure_private_dir(b.session_dir)
             ensure_private_dir(b.artifacts.path)
             sync = self.fsync != "never"
-            write_json_atomic(b.workflow_path, snapshot, sync=sync)
+            # Files are fsynced one by one; the directory once, by the state.json
+            # write below, which is what makes the bundle exist.
+            write_json_atomic(b.workflow_path, snapshot, sync=sync, sync_dir=False)
             if not b.trace_path.exists():
                 append_line(b.trace_path, b"", sync=False)
             now = self.clock()
@@ -199,7 +201,7 @@ class BundleWriter:
             # state.json does, and must then have its manifest. A crash before
             # state.json leaves no bundle, and the next claim creates it again.
             self._manifest.update({"status": state.get("status"), "updatedAt": now})
-            write_json_atomic(b.manifest_path, self._manifest, sync=sync)
+            write_json_atomic(b.manifest_path, self._manifest, sync=sync, sync_dir=False)
             self._status = state.get("status")
             self._write_state_and_manifest(state, sync=sync)
 

@@ -68,11 +68,11 @@ def test_a_line_appended_but_not_projected_is_dropped_and_its_node_reruns(h: Har
     real_write = bundle_mod.write_json_atomic
     armed = {"on": True}
 
-    def dying_write(path: Path, value: Any, *, sync: bool) -> None:
+    def dying_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
         if armed["on"] and path.name == "state.json" and value.get("lastNode") == "b":
             armed["on"] = False
             raise Crash("between the trace line and the projection")
-        real_write(path, value, sync=sync)
+        real_write(path, value, sync=sync, sync_dir=sync_dir)
 
     bundle_mod.write_json_atomic = dying_write  # type: ignore[assignment]
     try:
@@ -343,11 +343,11 @@ def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(h: Harness,
     real_write = bundle_mod.write_json_atomic
     calls: list[str] = []
 
-    def dying_write(path: Path, value: Any, *, sync: bool) -> None:
+    def dying_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
         calls.append(path.name)
         if len(calls) == crash_at:
             raise Crash(f"while writing {path.name}")
-        real_write(path, value, sync=sync)
+        real_write(path, value, sync=sync, sync_dir=sync_dir)
 
     bundle_mod.write_json_atomic = dying_write  # type: ignore[assignment]
     try:
