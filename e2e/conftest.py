@@ -17,10 +17,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.settings import Paths, load_settings, resolve_paths
 from pi_workflows.protocol.store import QueueRow, Store
+
+
+def alive(pid: int) -> bool:
+    """Running and not a zombie (a killed orphan may linger unreaped)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",

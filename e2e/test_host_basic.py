@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from .conftest import HOLD, Project, wait_for
+from .conftest import HOLD, Project, alive, wait_for
 
 PIPELINE = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge
@@ -178,17 +178,10 @@ def test_a_killed_workers_shell_command_is_reaped_before_the_node_reruns(
     os.kill(worker["pid"], signal.SIGKILL)
     wait_for(lambda: len(project.lines("shell.pid")) == 2, what="node rerun")
     # The first command (in a session of its own) was killed before the rerun.
-    assert not _alive(first)
+    assert not alive(first)
     second = int(project.lines("shell.pid")[1])
-    assert _alive(second)
+    assert alive(second)
     project.cli("cancel", run_id)
     wait_for(lambda: project.row(run_id).state == "cancelled", what="cancelled")
-    wait_for(lambda: not _alive(second), what="the rerun's command stopped with the run")
+    wait_for(lambda: not alive(second), what="the rerun's command stopped with the run")
 
-
-def _alive(pid: int) -> bool:
-    import psutil
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False

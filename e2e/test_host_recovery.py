@@ -8,11 +8,10 @@ import subprocess
 import sys
 import textwrap
 
-import psutil
 import pytest
 from pi_workflows.protocol.store import Store
 
-from .conftest import HOLD, Project, wait_for
+from .conftest import HOLD, Project, alive, wait_for
 
 LEAVER = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge
@@ -55,10 +54,10 @@ def test_host_kill9_reaps_repairs_and_takes_over_at_once(project: Project) -> No
         os.kill(workers[run_id], signal.SIGSTOP)
     os.kill(host.pid, signal.SIGKILL)
     host.wait()
-    wait_for(lambda: not _alive(workers[parking]), timeout=20, what="the free worker to park")
+    wait_for(lambda: not alive(workers[parking]), timeout=20, what="the free worker to park")
     assert project.row(parking).state == "parked"
     assert all(project.row(r).state == "running" for r in frozen)
-    assert all(_alive(pid) for pid in grandchildren), project.diagnose(runs)
+    assert all(alive(pid) for pid in grandchildren), project.diagnose(runs)
     # A torn tail, as a kill -9 in the middle of an append leaves it.
     with open(project.paths.runs_dir / frozen[0] / "trace.ndjson", "ab") as fh:
         fh.write(b'{"seq": 999, "type": "node_fini')
@@ -67,7 +66,7 @@ def test_host_kill9_reaps_repairs_and_takes_over_at_once(project: Project) -> No
     log = (project.root / "host2.log").read_text()
     assert "reaped 5 orphan process(es); took over 2 run(s)" in log, log
     for pid in [*grandchildren, *(workers[r] for r in frozen)]:
-        wait_for(lambda pid=pid: not _alive(pid), timeout=10, what=f"orphan {pid} reaped")
+        wait_for(lambda pid=pid: not alive(pid), timeout=10, what=f"orphan {pid} reaped")
     wait_for(lambda: all(project.row(r).state == "done" for r in runs), timeout=60,
              what="all runs done under the new host", diag=lambda: project.diagnose(runs))
     for run_id in runs:
@@ -87,12 +86,6 @@ def test_host_kill9_reaps_repairs_and_takes_over_at_once(project: Project) -> No
                  if e.type == "claim_taken_over" and e.payload.get("reason") == "runner_dead"}
     assert moved == set(frozen)  # by proof of death, long before the 600 s lease
 
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 STALL = HOLD + """
