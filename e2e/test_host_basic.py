@@ -82,12 +82,13 @@ def test_second_host_is_refused_and_first_keeps_working(project: Project) -> Non
 
 
 @pytest.mark.timeout(120)
-def test_sigterm_drain_parks_and_a_new_host_completes(project: Project) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["term", "hup"])
+def test_sigterm_drain_parks_and_a_new_host_completes(project: Project, sig: int) -> None:
     project.write_workflow("pipeline", PIPELINE)
     host = project.start_host("--concurrency", "2")
     runs = [project.detach("pipeline") for _ in range(2)]
     wait_for(lambda: len(project.lines("hold.started")) == 2, what="both runs holding")
-    host.send_signal(signal.SIGTERM)
+    host.send_signal(sig)
     assert host.wait(30) == 0
     for run_id in runs:
         assert project.row(run_id).state == "parked"

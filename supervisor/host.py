@@ -153,8 +153,8 @@ class Host:
         except BlockingIOError:
             return
         for signum in data:
-            if signum in (signal.SIGTERM, signal.SIGINT):
-                self.request_stop()
+            if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                self.request_stop()  # a closed terminal (HUP) drains like Ctrl-C
 
     def request_stop(self) -> None:
         """First call: graceful drain. Second: quick shutdown."""
@@ -311,7 +311,7 @@ class Host:
         os.set_blocking(w, False)
         self._signal_r = r
         signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, lambda *_: None)  # recorded by the wakeup fd; nothing else
 
     def _wait(self, timeout: float) -> None:
