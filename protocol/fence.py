@@ -13,11 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
+from .errors import PiWorkflowsError
 from .paths import ensure_private_dir
 
 LOCK_NAME = ".bundle.lock"
+
+
+class BundleLocked(PiWorkflowsError):
+    """The run's lock was not free within the timeout (its holder may be stopped)."""
+
+    code = "bundle_locked"
 
 
 class ClaimVerifier(Protocol):
@@ -41,6 +48,14 @@ def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
     A writer that fences often passes its own ``lock`` (from ``bundle_lock``)
     so the lock object and the directory check are not rebuilt every time.
     """
-    with lock if lock is not None else bundle_lock(bundle_dir, timeout):
+    held = lock if lock is not None else bundle_lock(bundle_dir, timeout)
+    try:
+        held.acquire()
+    except Timeout:
+        raise BundleLocked(f"the bundle of run {run_id} stayed locked by another writer;"
+                           " is a stopped process holding it?") from None
+    try:
         store.verify(run_id, token)  # raises ClaimLost: nothing gets written
         yield
+    finally:
+        held.release()

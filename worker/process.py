@@ -240,6 +240,11 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
                                engine_hook=on_engine)
     except ClaimLost:
         return WorkerExit.CLAIM_LOST
+    except PiWorkflowsError as exc:
+        # Expected trouble (a busy store for a whole lease, a locked bundle):
+        # one line, and the crash exit so the host restarts the run.
+        sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
+        return WorkerExit.CRASHED
     finally:
         stop.set()
     if lost.is_set() and result.outcome == "parked":

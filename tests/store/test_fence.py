@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-import filelock
 import pytest
 from pi_workflows.protocol.errors import ClaimLost
-from pi_workflows.protocol.fence import LOCK_NAME, fenced
+from pi_workflows.protocol.fence import LOCK_NAME, BundleLocked, fenced
 from pi_workflows.protocol.store import Store
 
 from tests.conftest import FakeClock
@@ -83,7 +82,7 @@ def test_the_lock_serialises_writers_across_processes(
     with new_owner(store, bundle, clock.now + LEASE) as (parent, new):
         parent.send("hold")
         assert _recv(parent) == "holding"
-        with pytest.raises(filelock.Timeout), fenced(store, bundle, "r1", new, timeout=0.2):
+        with pytest.raises(BundleLocked), fenced(store, bundle, "r1", new, timeout=0.2):
             pass  # the other process is inside the fence
         parent.send("release")
         assert _recv(parent) == "released"
