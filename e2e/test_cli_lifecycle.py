@@ -111,3 +111,34 @@ def test_cancel_a_parked_run_settles_its_bundle_too(project: Project) -> None:
     project.start_host(log="host2.log")  # nothing left to resume
     assert project.row(run_id).state == "cancelled"
     assert len(project.lines("hold.started")) == 1
+
+
+@pytest.mark.timeout(120)
+def test_an_edited_workflow_blocks_the_resume_until_forced(project: Project) -> None:
+    path = project.write_workflow("holding", HOLDING)
+    host = project.start_host()
+    run_id = project.detach("holding")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    host.send_signal(signal.SIGTERM)
+    assert host.wait(30) == 0
+    path.write_text(path.read_text() + "\n# edited while the run was parked\n")
+    project.release()
+    project.start_host(log="host2.log")
+    wait_for(lambda: project.row(run_id).error_code == "source_changed",
+             what="the resume refused", diag=lambda: project.diagnose([run_id]))
+    row = project.row(run_id)
+    assert row.state == "parked" and project.state(run_id)["status"] == "running"
+    refused = project.cli("resume", run_id, check=False)
+    assert refused.returncode == 2 and "--force" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    out = json.loads(project.cli("resume", run_id, "--force", "--json").stdout)
+    assert out["state"] == "parked" and out["forced"] is True
+    wait_for(lambda: project.row(run_id).state == "done", what="forced resume completes",
+             diag=lambda: project.diagnose([run_id]))
+    events = project.events(run_id)
+    repinned = [e for e in events if e["type"] == "source_repinned"]
+    assert len(repinned) == 1 and repinned[0]["payload"]["forced"] is True
+    mismatch = repinned[0]["payload"]["sourceMismatch"]
+    assert mismatch["expectedSha256"] != mismatch["actualSha256"]
+    assert events[-1]["type"] == "run_completed"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))

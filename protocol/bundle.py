@@ -289,6 +289,19 @@ class BundleWriter:
         self.seq = wanted
         return RepairReport(wanted, dropped_lines, len(data) - keep, rewritten)
 
+    def repin(self, source: dict[str, str], digest: str, payload: dict[str, Any]) -> None:
+        """Accept a changed workflow source: record it in the trace, then in the manifest.
+
+        ``workflow.json`` keeps the definition the run started with.
+        """
+        state, _ = self.reopen()
+        self.append("source_repinned", payload, state)
+        with self._fence():
+            self._manifest.update({"source": source, "digest": digest,
+                                   "updatedAt": self.clock()})
+            write_json_atomic(self.bundle.manifest_path, self._manifest,
+                              sync=self.fsync != "never")
+
     def write_processes(self, processes: dict[str, Any]) -> None:
         # Never fsynced: after a power loss no recorded process is alive anyway.
         with self._fence():

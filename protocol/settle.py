@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .bundle import SETTLED_STATUSES, Bundle, BundleWriter
+from .discovery import load_workflow_file
+from .errors import TransitionRefused
 from .store import QueueRow, Store
 
 CANCELLED = {"code": "cancelled", "message": "the run was cancelled"}
@@ -41,3 +43,28 @@ def settle_bundle(writer: BundleWriter, event_type: str, error: dict[str, str]) 
     ended: dict[str, Any] = {**state, "status": status, "currentNode": None,
                              "currentAttempt": None, "pendingEnd": None, "error": error}
     writer.append(event_type, {"error": error}, ended)
+
+
+def repin_source(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
+                 fsync: str = "node") -> QueueRow:
+    """``resume --force`` for a run blocked on a changed workflow file.
+
+    Claims the parked run, records the old and new source in its trace
+    (``source_repinned``), pins the new one in the manifest, and parks it
+    again unblocked, so the next runner resumes it on the new definition.
+    """
+    row = store.get(run_id)
+    if row is None or row.state != "parked":
+        raise TransitionRefused(f"run {run_id} is not parked; only a parked run is resumed")
+    bundle = Bundle(runs_dir, run_id)
+    manifest = bundle.manifest()
+    loaded = load_workflow_file((manifest.get("source") or {}).get("path") or row.source_path)
+    claim = store.claim_by_id(run_id, runner_id)
+    writer = BundleWriter(bundle, store, claim.token, fsync=fsync)
+    old = manifest.get("source") or {}
+    writer.repin({"path": loaded.source.path, "sha256": loaded.source.sha256}, loaded.digest, {
+        "forced": True, "sourceMismatch": {
+            "expectedSha256": old.get("sha256"), "actualSha256": loaded.source.sha256,
+            "expectedDigest": manifest.get("digest"), "actualDigest": loaded.digest}})
+    store.mark_running(run_id, claim.token)
+    return store.park(run_id, claim.token)

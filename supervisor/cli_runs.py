@@ -22,7 +22,7 @@ from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
-from ..protocol.settle import cancel_parked
+from ..protocol.settle import cancel_parked, repin_source
 from ..protocol.store import QUEUE_STATES, Store, open_store
 from ..protocol.wakeup import poke
 from .host import Host, StartupReport
@@ -234,6 +234,39 @@ def cancel_command(
         typer.echo(f"{run}: {row.state}")
 
 
+def resume_command(
+    run: Annotated[str, typer.Argument(help="The parked run to resume.", show_default=False)],
+    force: Annotated[bool, typer.Option(
+        "--force", help="Continue on a workflow file that changed since the run started "
+                        "(the change is recorded in the run's trace).")] = False,
+    project: _ProjectOpt = Path("."),
+    as_json: _JsonOpt = False,
+) -> None:
+    """Resume a parked run (the host picks it up), or accept its changed workflow file."""
+    settings, paths = _context(project)
+    validate_run_id(run)
+    with _store(settings, paths) as store:
+        row = store.get(run)
+        if row is None:
+            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        if row.state != "parked":
+            raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
+                             code="not_parked")
+        if row.error_code == "source_changed":
+            if not force:
+                raise UsageError(
+                    f"run {run} waits because its workflow file changed since it started;"
+                    " check the change, then resume with --force (or cancel the run)",
+                    code="source_changed")
+            row = repin_source(store, paths.runs_dir, run, f"cli-resume-{os.getpid()}",
+                               fsync=settings.fsync)
+    poke(paths.state_dir)
+    if as_json:
+        _print_json({"runId": run, "state": row.state, "forced": force})
+    else:
+        typer.echo(f"{run}: parked and ready; a running host resumes it")
+
+
 def register(app: typer.Typer) -> None:
     app.command("host", context_settings={"allow_extra_args": True,
                                           "ignore_unknown_options": True})(host_command)
@@ -242,4 +275,5 @@ def register(app: typer.Typer) -> None:
     app.command("list")(list_command)
     app.command("answer")(answer_command)
     app.command("cancel")(cancel_command)
+    app.command("resume")(resume_command)
 

@@ -158,17 +158,10 @@ class Engine:
             mismatch = {"expectedSha256": expected_sha, "actualSha256": source_sha256,
                         "expectedDigest": pinned.get("digest"), "actualDigest": digest}
             if not force:
-                # Seed 002: a changed source is recorded as a failure, in the
-                # bundle as in the queue, so the two never disagree.
-                message = (f"the workflow source of run {self.run_id} changed since it started"
-                           " (source pinning); it was not resumed on the new definition")
-                self.state = state
-                self._transition("run_failed", {"error": _error("source_changed", message),
-                                                "sourceMismatch": mismatch},
-                                 {"status": "failed", "currentNode": None,
-                                  "currentAttempt": None, "pendingEnd": None,
-                                  "error": _error("source_changed", message)})
-                raise SourceChanged(message)
+                raise SourceChanged(
+                    f"the workflow file of run {self.run_id} changed since the run started"
+                    " (source pinning); check the change, then `pi-workflows resume"
+                    f" {self.run_id} --force` to continue on it, or cancel the run")
         self.state = state
         if report.kept_seq == 0:
             # The crash came between laying out the bundle and its first event:

@@ -20,7 +20,7 @@ from ..protocol.settle import settle_bundle
 from ..protocol.store import Claim, Store
 from .agent import AgentExecutor
 from .control import Control
-from .engine import Engine, ResumeRefused
+from .engine import Engine, ResumeRefused, SourceChanged
 
 # How each way the engine stops maps onto the queue.
 QUEUE_DONE = ("completed", "waiting")
@@ -112,6 +112,13 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
             engine.reopen(source_sha256=loaded.source.sha256, digest=loaded.digest, force=force)
     except ResumeRefused:
         return _adopt_settled(store, claim, bundle)
+    except SourceChanged as exc:
+        # Not a failure: the run waits, parked and blocked, for a person to
+        # accept the new definition (`resume --force`) or cancel it.
+        if claim.state == "starting":
+            store.mark_running(claim.run_id, claim.token)
+        store.park(claim.run_id, claim.token, code=exc.code, message=exc.message)
+        return RunOutcome(claim.run_id, "parked", exc.code)
     except PiWorkflowsError as exc:
         if exc.code == "claim_lost":
             raise

@@ -138,15 +138,15 @@ class QueueOps(StoreBase):
         params: tuple[int, ...]
         if row.state in ("queued", "parked"):
             new_state, kind = "starting", "starting"
-            where, params = "", ()
+            sets, where, params = ", error_code = NULL, error_message = NULL", "", ()
         elif row.state in ("starting", "running"):
             new_state, kind = row.state, "claim_taken_over"
-            where, params = " AND lease_expires_at <= ?", (now,)
+            sets, where, params = "", " AND lease_expires_at <= ?", (now,)
         else:
             raise TransitionRefused(f"run {row.run_id} is {row.state}; it cannot be claimed")
         changed = tx.execute(
             "UPDATE workflow_run_queue SET state = ?, runner_id = ?, claim_token = ?,"
-            " lease_expires_at = ?, updated_at = ? WHERE run_id = ? AND state = ?"
+            " lease_expires_at = ?, updated_at = ?" + sets + " WHERE run_id = ? AND state = ?"
             " AND claim_token IS ?" + where,
             (new_state, runner_id, token, lease, now, row.run_id, row.state, row.claim_token,
              *params),
@@ -202,7 +202,9 @@ class QueueOps(StoreBase):
             expired = own
         # Resuming a parked run re-enters its origin session's one active slot
         # (the reservation index): skip it while that session has another run.
-        parked_own = f"{parked_own} AND {_SESSION_FREE}"
+        # A parked run carrying an error code waits for a person (for example
+        # its workflow file changed: `resume --force`); no runner takes it.
+        parked_own = f"{parked_own} AND {_SESSION_FREE} AND error_code IS NULL"
         eligible = (
             f"((state = 'queued' AND {own}) OR (state = 'parked' AND {parked_own})"
             f" OR (state IN ('starting', 'running') AND lease_expires_at <= ? AND {expired}))"
@@ -284,9 +286,19 @@ class QueueOps(StoreBase):
         return self._move(run_id, token, "running",
                           sets=", started_at = coalesce(started_at, ?)", params=(self._now(),))
 
-    def park(self, run_id: str, token: str) -> QueueRow:
-        """``running -> parked``: release the claim without a terminal state."""
-        return self._move(run_id, token, "parked")
+    def park(self, run_id: str, token: str, *, code: str | None = None,
+             message: str | None = None) -> QueueRow:
+        """``running -> parked``: release the claim without a terminal state.
+
+        With ``code`` the run is parked *blocked*: no runner claims it until a
+        person acts (``claim_by_id`` still can, which is what ``resume`` does).
+        """
+        if code is None:
+            return self._move(run_id, token, "parked")
+        validate_key(code, "error code")
+        safe = safe_error_message(message or code)
+        return self._move(run_id, token, "parked", sets=", error_code = ?, error_message = ?",
+                          params=(code, safe), payload={"errorCode": code})
 
     def finish(self, run_id: str, token: str) -> QueueRow:
         return self._move(run_id, token, "done")

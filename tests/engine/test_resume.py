@@ -262,19 +262,14 @@ def test_an_edited_workflow_file_refuses_the_resume(h: Harness) -> None:
     run_id = _parked_at_start(h)
     path = h.workflows / "three.workflow.py"
     path.write_text(path.read_text() + "\n# edited after the run started\n")
-    events_before = h.bundle(run_id).scan().events
+    before = bundle_bytes(h.bundle(run_id))
     out = h.execute(run_id)
-    assert (out.outcome, out.error_code) == ("failed", "source_changed")
+    assert (out.outcome, out.error_code) == ("parked", "source_changed")
     row = h.row(run_id)
-    assert (row.state, row.error_code) == ("failed", "source_changed")
-    # The bundle records the same failure (and nothing else): queue and bundle agree.
-    events = h.bundle(run_id).scan().events
-    assert events[:-1] == events_before
-    assert events[-1]["type"] == "run_failed"
-    assert events[-1]["payload"]["error"]["code"] == "source_changed"
-    assert events[-1]["payload"]["sourceMismatch"]["expectedSha256"] == row.source_sha256
-    state = h.bundle(run_id).state()
-    assert state["status"] == "failed" and state["error"]["code"] == "source_changed"
+    # Parked and blocked, waiting for a person: no runner claims it on its own.
+    assert (row.state, row.error_code) == ("parked", "source_changed")
+    assert h.store.claim_next("someone") is None
+    assert bundle_bytes(h.bundle(run_id)) == before
     assert _logs(h) == {"a": [], "b": [], "c": []}
 
 
@@ -288,12 +283,11 @@ def test_the_engine_raises_source_changed_on_another_digest(tmp_path: Path) -> N
         control.request_park()
         assert direct.start(control=control).run() == "parked"
         changed = Direct(store, direct.runs, direct.run_id, other, tmp_path, direct.token)
+        before = bundle_bytes(changed.engine().writer.bundle)
         with pytest.raises(SourceChanged) as err:
             changed.resume()
         assert err.value.code == "source_changed"
-        bundle = changed.engine().writer.bundle
-        assert bundle.state()["status"] == "failed"
-        assert [e["type"] for e in bundle.scan().events][-1] == "run_failed"
+        assert bundle_bytes(changed.engine().writer.bundle) == before
 
 
 def test_a_forced_resume_records_the_mismatch(h: Harness) -> None:

@@ -267,3 +267,15 @@ def test_a_cancel_request_while_starting_reaches_the_owner_at_activation(store: 
     row = store.mark_running("r1", token)
     assert row.state == "running" and row.cancel_requested
     assert store.cancel("r1", token).state == "cancelled"
+
+
+def test_a_blocked_park_waits_for_a_person(store: Store) -> None:
+    token = put_in_state(store, "r1", "running")
+    row = store.park("r1", token, code="source_changed", message="the file changed")
+    assert (row.state, row.error_code, row.error_message) == (
+        "parked", "source_changed", "the file changed")
+    assert store.claim_next("host-1") is None  # no runner takes it on its own
+    claim = store.claim_by_id("r1", "person")  # an explicit resume does
+    assert claim.previous_state == "parked"
+    row = store.get("r1")
+    assert row is not None and row.error_code is None and row.error_message is None
