@@ -16,7 +16,7 @@ import select
 import signal
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from loguru import logger
@@ -56,7 +56,6 @@ class Pending:
 
     claim: Claim
     due: float  # monotonic
-    crashes: deque[float] = field(default_factory=deque)
 
 
 @dataclass
