@@ -72,6 +72,7 @@ class Settings(BaseSettings):
     restart_backoff_s: float = Field(default=0.5, ge=0)
     poll_interval_s: float = Field(default=1.0, gt=0)
     hung_kill_after_s: float = Field(default=5.0, ge=0)
+    standby: bool = True
 
     @classmethod
     def settings_customise_sources(

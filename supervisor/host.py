@@ -68,7 +68,7 @@ class StartupReport:
 class Host:
     def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
                  clock: Clock = now_ms, extra_pi_args: str = "",
-                 use_standby: bool = True) -> None:
+                 use_standby: bool | None = None) -> None:
         self.paths = paths
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency or default_concurrency()
@@ -90,7 +90,8 @@ class Host:
         self.worker_config = WorkerConfig.from_settings(settings, paths).to_json()
         self.standby = Standby(project=paths.project, project_key=self.project_key,
                                runner_id=self.runner_id, extra_pi_args=extra_pi_args,
-                               config_json=self.worker_config, enabled=use_standby)
+                               config_json=self.worker_config,
+                               enabled=settings.standby if use_standby is None else use_standby)
         self._next_heartbeat = 0.0
         self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self._signal_r: int | None = None
