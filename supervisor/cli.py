@@ -7,17 +7,16 @@ command is thin: it resolves settings and paths, then calls into protocol
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..protocol.errors import ExitCode, PiWorkflowsError
-from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 
 app = typer.Typer(
     name="pi-workflows",
@@ -27,14 +26,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-ProjectOpt = Annotated[
-    Path,
-    typer.Option("--project", help="Project directory (default: the current directory).",
-                 show_default=False),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-
-
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
@@ -42,15 +33,6 @@ def _root(
     """Durable, always-on runner for multi-step agent workflows."""
     if debug:
         os.environ["PI_WORKFLOWS_DEBUG"] = "1"
-
-
-def project_context(project: Path | None) -> tuple[Settings, Paths]:
-    settings = load_settings()
-    return settings, resolve_paths(settings, project or Path.cwd())
-
-
-def emit_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True))
 
 
 @app.command()

@@ -21,26 +21,13 @@ from ..protocol.errors import NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
-from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
 from ..protocol.store import QUEUE_STATES, Store, open_store
 from ..protocol.wakeup import poke
+from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .host import Host, StartupReport
 from .views import run_status, status_line
-
-_ProjectOpt = Annotated[
-    Path, typer.Option("--project", help="Project directory (default: the current directory).",
-                       show_default=False)]
-_JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-
-
-def _context(project: Path) -> tuple[Settings, Paths]:
-    settings = load_settings()
-    return settings, resolve_paths(settings, project)
-
-
-def _print_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True))
 
 
 def parse_input(task: list[str] | None, input_json: str | None) -> Any:
@@ -58,7 +45,7 @@ def parse_input(task: list[str] | None, input_json: str | None) -> Any:
 
 def host_command(
     ctx: typer.Context,
-    project: _ProjectOpt = Path("."),
+    project: ProjectOpt = Path("."),
     concurrency: Annotated[int | None, typer.Option(
         "--concurrency", min=1, max=256,
         help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
@@ -68,7 +55,7 @@ def host_command(
     Arguments after `--` are passed to `pi` for agent steps. SIGTERM or Ctrl-C
     drains (runs are parked and resume later); a second signal stops at once.
     """
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
     host = Host(paths, settings, concurrency=concurrency, extra_pi_args=json.dumps(ctx.args)
                 if ctx.args else "")
@@ -94,11 +81,11 @@ def run_command(
         "--input-json", help="The run input as JSON (instead of TASK words).")] = None,
     detach: Annotated[bool, typer.Option(
         "--detach", help="Queue the run for the host and print its id.")] = False,
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Start a run of workflow NAME."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     raw = parse_input(task, input_json)
     if not detach:
         raise UsageError("watching a run from this terminal is not available yet; add --detach"
@@ -108,7 +95,7 @@ def run_command(
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input)
     poke(paths.state_dir)
     if as_json:
-        _print_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
+        emit_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
     else:
         typer.echo(row.run_id)
 
@@ -123,11 +110,11 @@ def _store(settings: Settings, paths: Paths) -> Store:
 def status_command(
     run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
                                               show_default=False)] = None,
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Show a run's state: from the queue (even before it has a bundle) and its bundle."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     if run is not None:
         validate_run_id(run)
     with _store(settings, paths) as store:
@@ -136,12 +123,12 @@ def status_command(
             if row is None:
                 raise NotFound(f"no run {run} in this project", code="run_not_found")
             info = run_status(row, paths.runs_dir)
-            _print_json(info) if as_json else typer.echo(status_line(info))
+            emit_json(info) if as_json else typer.echo(status_line(info))
             return
         rows = [r for r in store.list_runs() if r.state not in ("done", "failed", "cancelled")]
         infos = [run_status(r, paths.runs_dir) for r in rows]
     if as_json:
-        _print_json({"runs": infos})
+        emit_json({"runs": infos})
     else:
         for info in infos:
             typer.echo(status_line(info))
@@ -152,11 +139,11 @@ def status_command(
 def list_command(
     state: Annotated[str | None, typer.Option(
         "--state", help=f"Only runs in this queue state ({', '.join(QUEUE_STATES)}).")] = None,
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """List the project's runs, oldest first."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     if state is not None and state not in QUEUE_STATES:
         raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
     if not paths.store_file.exists():
@@ -165,7 +152,7 @@ def list_command(
         with open_store(settings, paths.store_file) as store:
             infos = [run_status(r, paths.runs_dir) for r in store.list_runs(state)]
     if as_json:
-        _print_json({"runs": infos})
+        emit_json({"runs": infos})
         return
     for info in infos:
         typer.echo(status_line(info))
@@ -179,11 +166,11 @@ def answer_command(
         "--input-json", help="The answer as JSON (instead of words).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Continue even though the workflow definition changed.")] = False,
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Answer a run waiting at a checkpoint: queues a continuation run for the host."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     if input_json is not None:
         answer = parse_input(text, input_json)
     elif text:
@@ -197,7 +184,7 @@ def answer_command(
                                      parent_run_id=run)
     poke(paths.state_dir)
     if as_json:
-        _print_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
+        emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
                      "state": row.state})
     else:
         typer.echo(row.run_id)
@@ -205,11 +192,11 @@ def answer_command(
 
 def cancel_command(
     run: Annotated[str, typer.Argument(help="The run to cancel.", show_default=False)],
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Cancel a run: at once if it is not running, else at its owner's next lease renewal."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = store.get(run)
@@ -226,7 +213,7 @@ def cancel_command(
             row = store.cancel(run)
     poke(paths.state_dir)
     if as_json:
-        _print_json({"runId": row.run_id, "state": row.state,
+        emit_json({"runId": row.run_id, "state": row.state,
                      "cancelRequested": row.cancel_requested})
     elif row.state in ("starting", "running"):
         typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
@@ -239,11 +226,11 @@ def resume_command(
     force: Annotated[bool, typer.Option(
         "--force", help="Continue on a workflow file that changed since the run started "
                         "(the change is recorded in the run's trace).")] = False,
-    project: _ProjectOpt = Path("."),
-    as_json: _JsonOpt = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Resume a parked run (the host picks it up), or accept its changed workflow file."""
-    settings, paths = _context(project)
+    settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = store.get(run)
@@ -262,7 +249,7 @@ def resume_command(
                                fsync=settings.fsync)
     poke(paths.state_dir)
     if as_json:
-        _print_json({"runId": run, "state": row.state, "forced": force})
+        emit_json({"runId": run, "state": row.state, "forced": force})
     else:
         typer.echo(f"{run}: parked and ready; a running host resumes it")
 

@@ -7,11 +7,10 @@ to the CLI. Imports ``protocol`` only; never the worker.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -23,24 +22,14 @@ from ..protocol.discovery import (
     load_workflow_file,
 )
 from ..protocol.errors import ExitCode
-from ..protocol.settings import load_settings, resolve_paths
+from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 
-_ProjectOpt = Annotated[
-    Path,
-    typer.Option("--project", help="Project directory (default: the current directory).",
-                 show_default=False),
-]
-_JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 _FileArg = Annotated[Path, typer.Argument(help="The workflow file to check.",
                                           show_default=False)]
 
 
 def _debug() -> bool:
     return os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
-
-
-def _echo_json(value: Any) -> None:
-    typer.echo(json.dumps(value, indent=2, sort_keys=True))
 
 
 def _short(digest: str) -> str:
@@ -76,22 +65,21 @@ def _print_error(entry: CatalogEntry) -> None:
             typer.echo(f"  - {problem}")
 
 
-def workflows(project: _ProjectOpt = Path("."), as_json: _JsonOpt = False) -> None:
+def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the workflow definitions a project can run, and files that fail to load."""
-    settings = load_settings()
-    paths = resolve_paths(settings, project)
+    settings, paths = project_context(project)
     catalog = discover_for(settings, paths.project)
     if _debug():
         for entry in catalog.entries:
             if entry.error is not None and entry.error.debug_traceback:
                 sys.stderr.write(f"{entry.path}:\n{entry.error.debug_traceback}")
     if as_json:
-        _echo_json(catalog.as_json())
+        emit_json(catalog.as_json())
     else:
         _print_catalog(catalog)
 
 
-def validate(file: _FileArg, as_json: _JsonOpt = False) -> None:
+def validate(file: _FileArg, as_json: JsonOpt = False) -> None:
     """Check one workflow file: prints "ok NAME DIGEST", or one line per problem."""
     try:
         loaded = load_workflow_file(file)
@@ -99,13 +87,13 @@ def validate(file: _FileArg, as_json: _JsonOpt = False) -> None:
         if _debug() and exc.debug_traceback:
             sys.stderr.write(exc.debug_traceback)
         if as_json:
-            _echo_json({"ok": False, "path": str(file), "error": exc.reason,
+            emit_json({"ok": False, "path": str(file), "error": exc.reason,
                         "problems": exc.problems})
         for problem in exc.problems:
             sys.stderr.write(f"{file}: {' '.join(problem.split())}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     if as_json:
-        _echo_json({"ok": True, "name": loaded.name, "digest": loaded.digest,
+        emit_json({"ok": True, "name": loaded.name, "digest": loaded.digest,
                     "path": loaded.source.path, "sourceSha256": loaded.source.sha256})
     else:
         typer.echo(f"ok {loaded.name} {loaded.digest}")
