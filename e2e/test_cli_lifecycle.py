@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -142,3 +144,35 @@ def test_an_edited_workflow_blocks_the_resume_until_forced(project: Project) -> 
     assert mismatch["expectedSha256"] != mismatch["actualSha256"]
     assert events[-1]["type"] == "run_completed"
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+@pytest.mark.timeout(90)
+def test_watch_follows_a_run_live_and_exits_with_its_outcome(project: Project) -> None:
+    project.write_workflow("review", REVIEW)
+    project.write_workflow("holding", HOLDING)
+    project.start_host()
+    run_id = project.detach("review", {"task": "the docs"})
+    proc = project.cli("watch", run_id, check=False, timeout=60)
+    assert proc.returncode == 3, proc.stderr  # waiting at a checkpoint
+    lines = proc.stdout.splitlines()
+    assert any("draft: started (step 1)" in line for line in lines)
+    assert any("draft: done -> approve" in line for line in lines)
+    assert "waiting at approve: approve v1 of the docs?" in lines[-1]
+    child = json.loads(project.cli("answer", run_id, "ok", "--json").stdout)["runId"]
+    done = project.cli("watch", child, check=False, timeout=60)
+    assert done.returncode == 0 and "completed:" in done.stdout.splitlines()[-1]
+    # Watching is view-only: a watcher killed mid-run changes nothing.
+    held = project.detach("holding")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    viewer = subprocess.Popen([sys.executable, "-m", "pi_workflows", "watch", held,
+                               "--project", str(project.root)], env=project.env,
+                              stdout=subprocess.PIPE, text=True)
+    assert viewer.stdout is not None
+    seen = [viewer.stdout.readline() for _ in range(2)]  # run_started, then the node
+    assert "run_started" in seen[0] and "hold: started (step 1)" in seen[1]
+    viewer.kill()
+    viewer.wait()
+    project.release()
+    wait_for(lambda: project.row(held).state == "done", what="run done without its watcher")
+    missing = project.cli("watch", "20990101T000000Z-none-00000000", check=False)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1

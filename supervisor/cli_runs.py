@@ -28,6 +28,7 @@ from ..protocol.wakeup import poke
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .host import Host, StartupReport
 from .views import run_status, status_line
+from .watch import watch
 
 
 def parse_input(task: list[str] | None, input_json: str | None) -> Any:
@@ -254,6 +255,24 @@ def resume_command(
         typer.echo(f"{run}: parked and ready; a running host resumes it")
 
 
+def watch_command(
+    run: Annotated[str, typer.Argument(help="The run to watch.", show_default=False)],
+    project: ProjectOpt = Path("."),
+) -> None:
+    """Follow a run live until it settles (view only: closing it changes nothing).
+
+    Exits 0 when the run completed, 1 when it failed or was cancelled, 3 when
+    it waits at a checkpoint.
+    """
+    settings, paths = project_context(project)
+    validate_run_id(run)
+    with _store(settings, paths) as store:
+        if store.get(run) is None:
+            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        code = watch(store, paths.runs_dir, run, echo=lambda line: typer.echo(line))
+    raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     app.command("host", context_settings={"allow_extra_args": True,
                                           "ignore_unknown_options": True})(host_command)
@@ -263,4 +282,5 @@ def register(app: typer.Typer) -> None:
     app.command("answer")(answer_command)
     app.command("cancel")(cancel_command)
     app.command("resume")(resume_command)
+    app.command("watch")(watch_command)
 

@@ -1,0 +1,112 @@
+"""A live, read-only view of one run: its trace as it grows, until it settles.
+
+Owns formatting trace events for a terminal and following a run's bundle
+from a remembered byte offset. Watching never writes anything: closing the
+view changes nothing about the run. Imports ``protocol`` only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..protocol.bundle import SETTLED_STATUSES, Bundle, BundleCorrupt
+from ..protocol.errors import ExitCode
+from ..protocol.store import Store
+
+EXIT_FOR_STATUS = {"completed": ExitCode.OK, "waiting": ExitCode.WAITING,
+                   "failed": ExitCode.RUN_FAILED, "timed_out": ExitCode.RUN_FAILED,
+                   "cancelled": ExitCode.RUN_FAILED}
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(event: dict[str, Any]) -> str:
+    """One line for a person; unknown event types are shown by name only."""
+    kind, node, p = event.get("type", "?"), event.get("nodeId"), event.get("payload") or {}
+    at = time.strftime("%H:%M:%S", time.localtime(int(event.get("at", 0)) / 1000))
+    head = f"{at} #{event.get('seq')}"
+    result = p.get("result") or {}
+    error = p.get("error")
+    if isinstance(error, dict):  # terminal events carry {code, message}
+        code, message = error.get("code"), error.get("message")
+    else:  # node events carry a result record
+        code, message = result.get("errorCode"), result.get("error")
+    if kind == "node_started":
+        again = ", rerun" if p.get("rerun") else ""
+        return f"{head} {node}: started (step {p.get('step')}{again})"
+    if kind == "node_finished":
+        nxt = f" -> {p['next']}" if p.get("next") else ""
+        return f"{head} {node}: done{nxt}  {_short(p.get('output'), 100)}"
+    if kind == "node_failed":
+        nxt = f" -> {p['next']}" if p.get("next") else ""
+        outcome = result.get("outcome", "failed")
+        return f"{head} {node}: {outcome} [{code}] {_short(message or '')}{nxt}"
+    if kind == "effect_recorded":
+        return f"{head} {node}: effect {p.get('effect')} ({p.get('effectKey')})"
+    if kind == "update_published":
+        return f"{head} {node}: {_short(p.get('message', ''))}"
+    if kind == "run_waiting":
+        summary = (p.get("output") or {}).get("summary")
+        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "")
+    if kind == "run_completed":
+        return f"{head} completed: {_short(p.get('finalOutput'))}"
+    if kind in ("run_failed", "run_timed_out", "run_cancelled"):
+        return f"{head} {kind[4:].replace('_', ' ')} [{code}] {_short(message or '')}"
+    if kind == "run_resumed" and p.get("boundary"):
+        return f"{head} resumed at {p.get('resumePoint')}"
+    return f"{head} {kind}" + (f" {node}" if node else "")
+
+
+def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None],
+          poll_s: float = 0.2) -> int:
+    """Print the run's events as they are written; return the exit code for how it ended."""
+    bundle = Bundle(runs_dir, run_id)
+    offset = 0
+    pending = b""
+    said_parked = said_queued = False
+    while True:
+        if bundle.trace_path.exists():
+            with open(bundle.trace_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            offset += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                try:
+                    echo(describe(json.loads(line)))
+                except ValueError:
+                    continue  # a torn line, repaired by the next resume
+        row = store.get(run_id)
+        if row is None:
+            echo(f"run {run_id} is gone from the queue")
+            return ExitCode.USAGE
+        status = None
+        if bundle.exists():
+            try:
+                status = bundle.raw_state().get("status")
+            except BundleCorrupt:
+                status = None
+        if status in SETTLED_STATUSES and row.state in ("done", "failed", "cancelled"):
+            return EXIT_FOR_STATUS.get(str(status), ExitCode.RUN_FAILED)
+        if row.state in ("failed", "cancelled") and not pending:
+            echo(f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip())
+            return ExitCode.RUN_FAILED
+        if row.state == "parked" and not said_parked:
+            reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
+            echo(f"parked{reason}; waiting for a runner (is `pi-workflows host` running?)")
+            said_parked = True
+        elif row.state != "parked":
+            said_parked = False
+        if row.state == "queued" and not said_queued:
+            echo("queued; waiting for a runner (is `pi-workflows host` running?)")
+            said_queued = True
+        time.sleep(poll_s)
