@@ -19,7 +19,7 @@ from ..protocol.bundle import bundle_exists
 from ..protocol.discovery import discover_for
 from ..protocol.errors import NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
-from ..protocol.limits import validate_run_id
+from ..protocol.limits import validate_key, validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
@@ -27,6 +27,7 @@ from ..protocol.store import QUEUE_STATES, Store, open_store
 from ..protocol.wakeup import poke
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .host import Host, StartupReport
+from .session import run_attached
 from .views import run_status, status_line
 from .watch import watch
 
@@ -82,16 +83,34 @@ def run_command(
         "--input-json", help="The run input as JSON (instead of TASK words).")] = None,
     detach: Annotated[bool, typer.Option(
         "--detach", help="Queue the run for the host and print its id.")] = False,
+    session: Annotated[str | None, typer.Option(
+        "--session", help="A session id: a session has at most one active run.")] = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Start a run of workflow NAME."""
+    """Start a run of workflow NAME, here and watched live (or queued with --detach).
+
+    Without --detach the run starts in this terminal and its steps are shown
+    as they happen. Ctrl-C, closing the terminal or SIGTERM parks it, and a
+    running `pi-workflows host` resumes it. Exit codes: 0 completed, 1 failed
+    or cancelled, 3 waiting at a checkpoint, 4 parked.
+    """
     settings, paths = project_context(project)
     raw = parse_input(task, input_json)
-    if not detach:
-        raise UsageError("watching a run from this terminal is not available yet; add --detach"
-                         " and keep `pi-workflows host` running")
+    if session is not None:
+        validate_key(session, "session id")
+        if detach:
+            raise UsageError("--session is for runs started in this terminal; a --detach run"
+                             " belongs to the host")
     prepared = prepare_run(discover_for(settings, paths.project), name, raw)
+    if not detach:
+        with open_store(settings, paths.store_file) as store:
+            code = run_attached(store, settings, paths, prepared, session=session,
+                                echo=(lambda line: None) if as_json else typer.echo)
+            if as_json:
+                row = store.get(prepared.run_id)
+                emit_json(run_status(row, paths.runs_dir) if row else {"runId": prepared.run_id})
+        raise typer.Exit(code)
     with open_store(settings, paths.store_file) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input)
     poke(paths.state_dir)

@@ -21,7 +21,6 @@ from typing import Any, cast
 
 from loguru import logger
 
-from ..protocol.bundle import bundle_exists
 from ..protocol.clock import Clock, now_ms
 from ..protocol.errors import (
     ClaimLost,
@@ -38,6 +37,7 @@ from ..protocol.store import Claim, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
 from ..protocol.workerconfig import WorkerConfig
+from .claims import give_back
 from .reaper import find_orphans, find_run_processes, kill_processes
 from .workers import Standby, WorkerHandle, spawn_worker
 
@@ -384,16 +384,4 @@ class Host:
         self.store.close()
 
     def _park_quietly(self, claim: Claim) -> None:
-        """Give up a claim without a terminal state, so any runner can take the run."""
-        try:
-            row = self.store.get(claim.run_id)
-            if row is None or row.claim_token != claim.token:
-                return
-            if row.state == "starting":
-                if not bundle_exists(self.paths.runs_dir, claim.run_id):
-                    self.store.release_starting(claim.run_id, claim.token)
-                    return
-                self.store.mark_running(claim.run_id, claim.token)
-            self.store.park(claim.run_id, claim.token)
-        except PiWorkflowsError as exc:
-            logger.warning("could not park {}: {}", claim.run_id, exc)
+        give_back(self.store, self.paths.runs_dir, claim)

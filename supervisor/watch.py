@@ -65,48 +65,59 @@ def describe(event: dict[str, Any]) -> str:
     return f"{head} {kind}" + (f" {node}" if node else "")
 
 
+class TraceFollower:
+    """Reads a bundle's trace from a remembered byte offset, one complete line at a time."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self.offset = 0
+        self.pending = b""
+
+    def lines(self) -> list[str]:
+        if not self.bundle.trace_path.exists():
+            return []
+        with open(self.bundle.trace_path, "rb") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+        self.offset += len(chunk)
+        *complete, self.pending = (self.pending + chunk).split(b"\n")
+        out = []
+        for line in complete:
+            try:
+                out.append(describe(json.loads(line)))
+            except ValueError:
+                continue  # a torn line, repaired by the next resume
+        return out
+
+    def status(self) -> str | None:
+        if not self.bundle.exists():
+            return None
+        try:
+            return self.bundle.raw_state().get("status")
+        except BundleCorrupt:
+            return None
+
+
 def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None],
           poll_s: float = 0.2) -> int:
     """Print the run's events as they are written; return the exit code for how it ended."""
-    bundle = Bundle(runs_dir, run_id)
-    offset = 0
-    pending = b""
-    said_parked = said_queued = False
+    follower = TraceFollower(Bundle(runs_dir, run_id))
+    said: str | None = None
     while True:
-        if bundle.trace_path.exists():
-            with open(bundle.trace_path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-            offset += len(chunk)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                try:
-                    echo(describe(json.loads(line)))
-                except ValueError:
-                    continue  # a torn line, repaired by the next resume
+        for line in follower.lines():
+            echo(line)
         row = store.get(run_id)
         if row is None:
             echo(f"run {run_id} is gone from the queue")
             return ExitCode.USAGE
-        status = None
-        if bundle.exists():
-            try:
-                status = bundle.raw_state().get("status")
-            except BundleCorrupt:
-                status = None
+        status = follower.status()
         if status in SETTLED_STATUSES and row.state in ("done", "failed", "cancelled"):
             return EXIT_FOR_STATUS.get(str(status), ExitCode.RUN_FAILED)
-        if row.state in ("failed", "cancelled") and not pending:
+        if row.state in ("failed", "cancelled"):
             echo(f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip())
             return ExitCode.RUN_FAILED
-        if row.state == "parked" and not said_parked:
+        if row.state in ("queued", "parked") and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
-            echo(f"parked{reason}; waiting for a runner (is `pi-workflows host` running?)")
-            said_parked = True
-        elif row.state != "parked":
-            said_parked = False
-        if row.state == "queued" and not said_queued:
-            echo("queued; waiting for a runner (is `pi-workflows host` running?)")
-            said_queued = True
+            echo(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host` running?)")
+        said = row.state
         time.sleep(poll_s)

@@ -1,0 +1,96 @@
+"""`pi-workflows run NAME` in a terminal: owned from birth, shown live, parked on close."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import HOLD, Project, alive, wait_for
+
+FLOW = HOLD + """
+from pi_workflows import define_workflow, compute, checkpoint, edge, switch
+
+def pick(ctx):
+    return {"mode": ctx.input.get("task", "done")}
+
+def boom(ctx):
+    raise RuntimeError("no luck today")
+
+workflow = define_workflow(
+    start_at="pick",
+    nodes=[compute("pick", pick), compute("hold", hold("hold")),
+           checkpoint("ask", summary="go on?"), compute("boom", boom),
+           compute("end", lambda ctx: {"ok": True})],
+    edges=[switch("pick", "$.mode", {"done": "end", "hold": "hold", "ask": "ask",
+                                     "fail": "boom"}),
+           edge("hold", "end")],
+)
+"""
+
+
+def _attached(project: Project, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pi_workflows", "run", "flow", *args,
+                             "--project", str(project.root)], env=project.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("task", "code", "last"), [
+    ("done", 0, "completed: {\"ok\": true}"),
+    ("ask", 3, "waiting at ask: go on?"),
+    ("fail", 1, "failed [node_error] node 'boom': RuntimeError: no luck today"),
+])
+def test_an_attached_run_shows_its_steps_and_exits_with_its_outcome(
+        project: Project, task: str, code: int, last: str) -> None:
+    project.write_workflow("flow", FLOW)
+    proc = _attached(project, task)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    lines = out.splitlines()
+    assert lines[0].startswith("run ") and "pick: started (step 1)" in out
+    assert lines[-1].endswith(last)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
+def test_closing_the_terminal_parks_the_run_and_a_host_finishes_it(
+        project: Project, how: str) -> None:
+    project.write_workflow("flow", FLOW)
+    proc = _attached(project, "hold")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    run_id = json.loads(project.cli("list", "--json").stdout)["runs"][0]["runId"]
+    if how == "ctrl-c":
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 4 and "parked" in out.splitlines()[-1]
+    else:
+        worker = next(p for p in project.state_processes(run_id) if p["role"] == "worker")
+        proc.kill()  # the terminal dies; its worker sees it (PDEATHSIG) and parks
+        proc.communicate(timeout=30)
+        wait_for(lambda: not alive(worker["pid"]), what="the worker to park")
+    assert project.row(run_id).state == "parked"
+    state = project.state(run_id)
+    assert state["status"] == "running" and state["currentNode"] == "hold"
+    project.release()
+    project.start_host()
+    wait_for(lambda: project.row(run_id).state == "done", what="host finished the run")
+    assert project.state(run_id)["finalOutput"] == {"ok": True}
+    assert len(project.lines("hold.started")) == 2
+
+
+@pytest.mark.timeout(90)
+def test_one_active_run_per_session_and_json_output(project: Project) -> None:
+    project.write_workflow("flow", FLOW)
+    first = _attached(project, "hold", "--session", "s1")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="first run holding")
+    second = project.cli("run", "flow", "done", "--session", "s1", check=False)
+    assert second.returncode == 2 and "already has an active run" in second.stderr
+    other = project.cli("run", "flow", "done", "--session", "s2", "--json")
+    assert json.loads(other.stdout)["runStatus"] == "completed"
+    project.release()
+    out, _ = first.communicate(timeout=60)
+    assert first.returncode == 0 and out.splitlines()[-1].endswith('completed: {"ok": true}')
