@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -94,3 +95,27 @@ def test_one_active_run_per_session_and_json_output(project: Project) -> None:
     project.release()
     out, _ = first.communicate(timeout=60)
     assert first.returncode == 0 and out.splitlines()[-1].endswith('completed: {"ok": true}')
+
+
+@pytest.mark.timeout(120)
+def test_a_running_host_takes_over_a_dead_terminals_run_without_waiting_for_the_lease(
+        project: Project) -> None:
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "600000"
+    project.env["PI_WORKFLOWS_RENEW_MS"] = "100000"
+    project.write_workflow("flow", FLOW)
+    project.start_host()
+    proc = _attached(project, "hold")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    run_id = json.loads(project.cli("list", "--json").stdout)["runs"][0]["runId"]
+    worker = next(p for p in project.state_processes(run_id) if p["role"] == "worker")
+    os.kill(worker["pid"], signal.SIGSTOP)  # it cannot park: its claim stays behind
+    proc.kill()
+    proc.wait(30)  # (the frozen worker still holds the inherited output pipes)
+    project.release()
+    wait_for(lambda: project.row(run_id).state == "done", timeout=60,
+             what="the host took the run over", diag=lambda: project.diagnose([run_id]))
+    assert not alive(worker["pid"])  # the frozen worker was killed, not left behind
+    with project.store() as store:
+        reasons = [e.payload.get("reason") for e in store.events_since(0, run_id=run_id)
+                   if e.type == "claim_taken_over"]
+    assert reasons == ["runner_dead"]  # by proof, long before the 600 s lease

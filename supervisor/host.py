@@ -33,7 +33,7 @@ from ..protocol.hostlock import HostLock
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
 from ..protocol.retry import RetryingProxy, backoff_delays
 from ..protocol.settings import Paths, Settings, project_key
-from ..protocol.store import Claim, Store, open_store
+from ..protocol.store import Claim, RunnerRow, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wakeup import Listener
 from ..protocol.workerconfig import WorkerConfig
@@ -106,21 +106,9 @@ class Host:
         self.lock.acquire(self.runner_id)
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
-        live = {self.runner_id}
-        dead = []
-        for row in self.store.list_runners():
-            if row.runner_id == self.runner_id:
-                continue
-            if runner_is_dead(row.pid, row.pid_start_time, row.host_name):
-                dead.append(row)
-            else:
-                live.add(row.runner_id)
+        live, dead = self._runners()
         reaped = kill_processes(find_orphans(self.paths.runs_dir, self.project_key, live))
-        taken = 0
-        for row in dead:
-            for claim in self.store.take_over_runner(row, self.runner_id):
-                self.pending[claim.run_id] = Pending(claim, time.monotonic())
-                taken += 1
+        taken = self._take_over(dead)
         return StartupReport(self.runner_id, reaped, taken)
 
     # ---- one pass ----------------------------------------------------------
@@ -139,12 +127,44 @@ class Host:
             self.standby.drop()
         self._set_title()
 
-    def _heartbeat(self) -> None:
-        # Liveness is proven by pid and start time; the heartbeat is for people.
-        if time.monotonic() >= self._next_heartbeat:
-            self.store.heartbeat(self.runner_id)
-            self._next_heartbeat = time.monotonic() + 5.0
+    def _runners(self) -> tuple[set[str], list[RunnerRow]]:
+        """(ids of live runners, rows of runners provably dead on this machine)."""
+        live, dead = {self.runner_id}, []
+        for row in self.store.list_runners():
+            if row.runner_id == self.runner_id:
+                continue
+            if runner_is_dead(row.pid, row.pid_start_time, row.host_name):
+                dead.append(row)
+            else:
+                live.add(row.runner_id)
+        return live, dead
 
+    def _take_over(self, dead: list[RunnerRow]) -> int:
+        taken = 0
+        for row in dead:
+            for claim in self.store.take_over_runner(row, self.runner_id):
+                self.pending[claim.run_id] = Pending(claim, time.monotonic())
+                taken += 1
+        return taken
+
+    def _heartbeat(self) -> None:
+        """Every few seconds: our heartbeat, and the runs of runners that died meanwhile.
+
+        A terminal session that was killed (with its worker unable to park)
+        leaves claims behind; proof of death frees them without the lease.
+        """
+        if time.monotonic() < self._next_heartbeat:
+            return
+        self._next_heartbeat = time.monotonic() + 5.0
+        self.store.heartbeat(self.runner_id)
+        if self.stopping:
+            return
+        _, dead = self._runners()
+        for row in dead:
+            kill_processes(find_run_processes(self.project_key, row.runner_id))
+        if dead and (taken := self._take_over(dead)):
+            logger.warning("took over {} run(s) of dead runner(s) {}", taken,
+                           ", ".join(r.runner_id for r in dead))
     def _drain_signals(self) -> None:
         if self._signal_r is None:
             return
@@ -301,7 +321,7 @@ class Host:
         kill_processes(find_run_processes(self.project_key, self.runner_id, handle.run_id))
 
     def _set_title(self) -> None:
-        set_title(f"pi-workflows host {self.paths.project} workers={len(self.workers)}")
+        set_title(f"pi-workflows host {self.paths.project.name} workers={len(self.workers)}")
 
     # ---- serving ---------------------------------------------------------
 

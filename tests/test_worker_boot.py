@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,15 @@ def test_the_worker_module_imports_no_settings_machinery_or_logger() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_process_title_keeps_the_run_marker_readable() -> None:
+    """Orphan reaping reads the marker from /proc/<pid>/environ; titles must not blank it."""
+    code = ("from pi_workflows.protocol.titles import set_title; "
+            "set_title('pi-workflows worker 20990101T000000Z-x-00000000 node=some-long-node'); "
+            "import os; print(b'PI_WORKFLOWS_MARKER=k/r/x' in "
+            "open(f'/proc/{os.getpid()}/environ', 'rb').read())")
+    env = {**os.environ, "PI_WORKFLOWS_MARKER": "k/r/x"}
+    out = subprocess.run([sys.executable, "-c", code, "--padding-for-a-long-enough-argv"],
+                         capture_output=True, text=True, check=True, timeout=60, env=env)
+    assert out.stdout.strip() == "True"
