@@ -23,7 +23,7 @@ from ..protocol.limits import validate_key, validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
-from ..protocol.store import QUEUE_STATES, Store, open_store
+from ..protocol.store import QUEUE_STATES, QueueRow, Store, open_store
 from ..protocol.wakeup import poke
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .host import Host, StartupReport
@@ -127,6 +127,13 @@ def _store(settings: Settings, paths: Paths) -> Store:
     return open_store(settings, paths.store_file)
 
 
+def _existing(store: Store, run: str) -> QueueRow:
+    row = store.get(run)
+    if row is None:
+        raise NotFound(f"no run {run} in this project", code="run_not_found")
+    return row
+
+
 def status_command(
     run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
                                               show_default=False)] = None,
@@ -139,10 +146,7 @@ def status_command(
         validate_run_id(run)
     with _store(settings, paths) as store:
         if run is not None:
-            row = store.get(run)
-            if row is None:
-                raise NotFound(f"no run {run} in this project", code="run_not_found")
-            info = run_status(row, paths.runs_dir)
+            info = run_status(_existing(store, run), paths.runs_dir)
             emit_json(info) if as_json else typer.echo(status_line(info))
             return
         rows = [r for r in store.list_runs() if r.state not in ("done", "failed", "cancelled")]
@@ -205,7 +209,7 @@ def answer_command(
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
-                     "state": row.state})
+                   "state": row.state})
     else:
         typer.echo(row.run_id)
 
@@ -219,9 +223,7 @@ def cancel_command(
     settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
-        row = store.get(run)
-        if row is None:
-            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        row = _existing(store, run)
         if row.state == "running" or (row.state == "starting"
                                        and bundle_exists(paths.runs_dir, run)):
             # Its owner writes the terminal event, so the bundle agrees.
@@ -234,7 +236,7 @@ def cancel_command(
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": row.run_id, "state": row.state,
-                     "cancelRequested": row.cancel_requested})
+                   "cancelRequested": row.cancel_requested})
     elif row.state in ("starting", "running"):
         typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
     else:
@@ -253,9 +255,7 @@ def resume_command(
     settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
-        row = store.get(run)
-        if row is None:
-            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        row = _existing(store, run)
         if row.state != "parked":
             raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
                              code="not_parked")
@@ -286,8 +286,7 @@ def watch_command(
     settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
-        if store.get(run) is None:
-            raise NotFound(f"no run {run} in this project", code="run_not_found")
+        _existing(store, run)
         code = watch(store, paths.runs_dir, run, echo=lambda line: typer.echo(line))
     raise typer.Exit(code)
 
