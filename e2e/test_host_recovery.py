@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 from pi_workflows.protocol.store import Store
+from pi_workflows.protocol.wire import TOKEN_ENV, WorkerExit, worker_argv
 
 from .conftest import HOLD, Project, alive, wait_for
 
@@ -107,9 +108,9 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
     with project.store() as store:
         claim = store.claim_by_id(run_id, "stale-runner")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "pi_workflows.worker", "--project", str(project.root),
-         "--run", run_id, "--runner", "stale-runner", "--claim-state", "starting"],
-        env={**project.env, "PI_WORKFLOWS_CLAIM_TOKEN": claim.token}, start_new_session=True)
+        worker_argv(project.root, "stale-runner", os.getpid(), run_id=run_id,
+                    claim_state="starting"),
+        env={**project.env, TOKEN_ENV: claim.token}, start_new_session=True)
     try:
         wait_for(lambda: len(project.lines("hold.started")) == 1, what="node hold running")
         os.kill(worker.pid, signal.SIGSTOP)
@@ -122,7 +123,7 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         assert taken.previous_state == "running"
         project.release()
         os.kill(worker.pid, signal.SIGCONT)
-        assert worker.wait(30) == 21  # WorkerExit.CLAIM_LOST
+        assert worker.wait(30) == WorkerExit.CLAIM_LOST
         after = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
         assert after == before
         row = project.row(run_id)

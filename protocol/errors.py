@@ -1,7 +1,7 @@
 """Error types and process exit codes shared by every pi-workflows process.
 
-Owns the one table of exit codes (CLI and worker) and the exception types
-that cross module boundaries. Must not import anything else from the package.
+Owns the table of CLI exit codes (a worker's are in ``protocol.wire``) and
+the exception types that cross module boundaries. Must not import anything else from the package.
 """
 
 from __future__ import annotations
@@ -20,16 +20,6 @@ class ExitCode(IntEnum):
     STORE_INCOMPATIBLE = 5
     STORE_UNAVAILABLE = 6
     INTERNAL = 70
-
-
-class WorkerExit(IntEnum):
-    """Exit codes of a worker subprocess, read by the supervisor."""
-
-    FINISHED = 0
-    CRASHED = 1
-    PARKED = 20
-    CLAIM_LOST = 21
-    BOOT_ERROR = 22
 
 
 class PiWorkflowsError(Exception):

@@ -1,8 +1,9 @@
 """The one place pi-workflows starts child processes.
 
 Every child gets its own session and process group (so a group kill reaches
-it and nothing else), the caller's environment plus the inherited run
-marker, and closed file descriptors. Imports nothing from the package.
+it and nothing else), the caller's environment plus what it adds (the run
+marker, see ``protocol.wire``), and closed file descriptors. Imports nothing
+from the package.
 """
 
 from __future__ import annotations
@@ -13,13 +14,6 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
-
-MARKER_ENV = "PI_WORKFLOWS_MARKER"
-
-
-def marker_value(project_key: str, runner_id: str, run_id: str) -> str:
-    """Descendants inherit this, so orphan reaping can find processes that left the group."""
-    return f"{project_key}/{runner_id}/{run_id}"
 
 
 def spawn(

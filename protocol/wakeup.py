@@ -1,16 +1,15 @@
-"""The host's low-latency wakeup channel.
+"""The host's low-latency wakeup channel: its address, and the poke clients send.
 
 ``run --detach``, ``start``, ``activate`` and ``cancel`` poke the host so it
 claims at once instead of at its next poll. On Linux this is an abstract
 UNIX datagram socket named after the state directory (no file, no path
 length limit); elsewhere a socket file in the state directory. A poke with
-no host listening is silently dropped: polling is the fallback. Imports
-nothing from the package.
+no host listening is silently dropped: polling is the fallback. The host's
+end is ``supervisor.listener``. Imports nothing from the package.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import socket
 import sys
@@ -32,34 +31,3 @@ def poke(state_dir: Path) -> bool:
             return True
         except OSError:
             return False
-
-
-class Listener:
-    """The host's end: a non-blocking socket to select on, drained each pass."""
-
-    def __init__(self, state_dir: Path) -> None:
-        self.addr = address(state_dir)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.setblocking(False)
-        if isinstance(self.addr, str):
-            with contextlib.suppress(FileNotFoundError):
-                Path(self.addr).unlink()
-        self.sock.bind(self.addr)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def drain(self) -> int:
-        count = 0
-        while True:
-            try:
-                self.sock.recv(64)
-                count += 1
-            except (BlockingIOError, InterruptedError):
-                return count
-
-    def close(self) -> None:
-        self.sock.close()
-        if isinstance(self.addr, str):
-            with contextlib.suppress(FileNotFoundError):
-                Path(self.addr).unlink()

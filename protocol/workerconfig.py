@@ -1,9 +1,10 @@
 """The settings a worker needs, handed to it by the runner that spawns it.
 
 A runner resolves its settings once and passes them as JSON in one
-environment variable, so a worker boots without the settings machinery
-(pydantic costs a fifth of a cold boot). A worker started by hand, without
-the variable, resolves settings itself. Imports ``protocol.paths`` only.
+environment variable (``protocol.wire.CONFIG_ENV``), so a worker boots
+without the settings machinery (pydantic costs a fifth of a cold boot). A
+worker started by hand, without the variable, resolves settings itself.
+Imports ``protocol.paths`` only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from typing import Any
 
 from .paths import Paths
 
-CONFIG_ENV = "PI_WORKFLOWS_WORKER_CONFIG"
 _PATH_FIELDS = ("project", "home", "state_dir", "store_file", "runs_dir", "host_lock", "log_dir")
 
 
@@ -29,16 +29,20 @@ class WorkerConfig:
     fsync: str
     park_grace_s: float
     log_level: str
+    # Extra command-line arguments for `pi` in agent steps (`host -- ARGS`).
+    pi_args: tuple[str, ...] = ()
 
     @classmethod
-    def from_settings(cls, settings: Any, paths: Paths) -> WorkerConfig:
+    def from_settings(cls, settings: Any, paths: Paths,
+                      pi_args: tuple[str, ...] = ()) -> WorkerConfig:
         return cls(paths, settings.lease_ms, settings.renew_ms, settings.busy_timeout_ms,
                    settings.sqlite_synchronous, settings.fsync, settings.park_grace_s,
-                   settings.log_level)
+                   settings.log_level, tuple(pi_args))
 
     def to_json(self) -> str:
         data = asdict(self)
         data["paths"] = {k: str(getattr(self.paths, k)) for k in _PATH_FIELDS}
+        data["pi_args"] = list(self.pi_args)
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -47,4 +51,5 @@ class WorkerConfig:
         paths = Paths(**{k: Path(data["paths"][k]) for k in _PATH_FIELDS})
         return cls(paths, int(data["lease_ms"]), int(data["renew_ms"]),
                    int(data["busy_timeout_ms"]), str(data["sqlite_synchronous"]),
-                   str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]))
+                   str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]),
+                   tuple(str(a) for a in data.get("pi_args", ())))

@@ -59,8 +59,7 @@ def host_command(
     """
     settings, paths = project_context(project)
     setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
-    host = Host(paths, settings, concurrency=concurrency, extra_pi_args=json.dumps(ctx.args)
-                if ctx.args else "")
+    host = Host(paths, settings, concurrency=concurrency, pi_args=tuple(ctx.args))
 
     def started(report: StartupReport) -> None:
         sys.stderr.write(

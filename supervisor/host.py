@@ -27,17 +27,17 @@ from ..protocol.errors import (
     PiWorkflowsError,
     StoreTransientError,
     TransitionRefused,
-    WorkerExit,
 )
-from ..protocol.hostlock import HostLock
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
 from ..protocol.retry import RetryingProxy, backoff_delays
 from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.store import Claim, RunnerRow, Store, open_store
 from ..protocol.titles import set_title
-from ..protocol.wakeup import Listener
+from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import give_back
+from .hostlock import HostLock
+from .listener import Listener
 from .reaper import find_orphans, find_run_processes, kill_processes
 from .workers import Standby, WorkerHandle, spawn_worker
 
@@ -67,13 +67,12 @@ class StartupReport:
 
 class Host:
     def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
-                 clock: Clock = now_ms, extra_pi_args: str = "",
+                 clock: Clock = now_ms, pi_args: tuple[str, ...] = (),
                  use_standby: bool | None = None) -> None:
         self.paths = paths
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency or default_concurrency()
         self.clock = clock
-        self.extra_pi_args = extra_pi_args
         self.runner_id = f"host-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.project_key = project_key(paths.project)
         # Each store call backs off on a busy store for a while; a longer
@@ -87,10 +86,9 @@ class Host:
         self.stopping = False
         self.quick = False
         # Workers get the resolved settings, so they boot without pydantic.
-        self.worker_config = WorkerConfig.from_settings(settings, paths).to_json()
+        self.worker_config = WorkerConfig.from_settings(settings, paths, pi_args).to_json()
         self.standby = Standby(project=paths.project, project_key=self.project_key,
-                               runner_id=self.runner_id, extra_pi_args=extra_pi_args,
-                               config_json=self.worker_config,
+                               runner_id=self.runner_id, config_json=self.worker_config,
                                enabled=settings.standby if use_standby is None else use_standby)
         self._next_heartbeat = 0.0
         self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
@@ -306,8 +304,7 @@ class Host:
         try:
             handle = self.standby.take(claim) or spawn_worker(
                 claim, project=self.paths.project, project_key=self.project_key,
-                runner_id=self.runner_id, extra_pi_args=self.extra_pi_args,
-                config_json=self.worker_config)
+                runner_id=self.runner_id, config_json=self.worker_config)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
             logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
             self.pending[claim.run_id] = Pending(claim, time.monotonic() + 1.0)
@@ -358,6 +355,7 @@ class Host:
         except OSError as exc:
             logger.warning("no wakeup socket ({}); polling every {} s", exc,
                            self.settings.poll_interval_s)
+        self.lock.mark_ready()
         if on_start is not None:
             on_start(report)
         try:

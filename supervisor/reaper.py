@@ -21,7 +21,7 @@ from loguru import logger
 
 from ..protocol.bundle import SETTLED_STATUSES, Bundle, BundleCorrupt, list_bundles
 from ..protocol.liveness import is_same_process
-from ..protocol.spawn import MARKER_ENV
+from ..protocol.wire import MARKER_ENV, STANDBY_RUN, parse_marker
 
 
 def _marker(proc: psutil.Process, project_key: str) -> tuple[str, str] | None:
@@ -30,13 +30,7 @@ def _marker(proc: psutil.Process, project_key: str) -> tuple[str, str] | None:
         value = proc.environ().get(MARKER_ENV)
     except (psutil.Error, OSError):
         return None
-    if not value:
-        return None
-    key, _, rest = value.partition("/")
-    runner, _, run = rest.partition("/")
-    if key != project_key or not runner:
-        return None
-    return runner, run
+    return parse_marker(value, project_key)
 
 
 def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
@@ -57,7 +51,7 @@ def find_run_processes(project_key: str, runner_id: str,
         if proc.pid == me:
             continue
         marker = _marker(proc, project_key)
-        if marker is None or marker[0] != runner_id or marker[1] == "standby":
+        if marker is None or marker[0] != runner_id or marker[1] == STANDBY_RUN:
             continue
         if run_id is None or marker[1] == run_id:
             found.append(proc)

@@ -18,12 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.bundle import Bundle
-from ..protocol.errors import ExitCode, WorkerExit
+from ..protocol.errors import ExitCode
 from ..protocol.launch import Prepared
 from ..protocol.liveness import host_name, process_start_time
 from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.store import Store
 from ..protocol.wakeup import poke
+from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import give_back
 from .reaper import find_run_processes, kill_processes

@@ -1,27 +1,23 @@
 """Worker subprocess handles: spawning one worker per claimed run.
 
-Owns the worker command line, its environment (claim token, run marker),
-and the per-child handle the host reaps with (``Popen.poll``: never a
-catch-all ``waitpid(-1)``). Imports ``protocol``; never the worker package.
+Owns starting workers with the command line and environment that
+``protocol.wire`` defines, the standby hand-off, and the per-child handle a
+runner reaps with (``Popen.poll``: never a catch-all ``waitpid(-1)``).
+Imports ``protocol``; never the worker package.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..protocol.spawn import MARKER_ENV, marker_value, signal_group, spawn
+from ..protocol.spawn import signal_group, spawn
 from ..protocol.store import Claim
-from ..protocol.workerconfig import CONFIG_ENV
-
-TOKEN_ENV = "PI_WORKFLOWS_CLAIM_TOKEN"
-EXTRA_PI_ARGS_ENV = "PI_WORKFLOWS_EXTRA_PI_ARGS"
+from ..protocol.wire import STANDBY_RUN, Assignment, marker_value, worker_argv, worker_env
 
 
 @dataclass
@@ -55,45 +51,31 @@ class WorkerHandle:
         self.signal(signal.SIGKILL)
 
 
-def _argv(project: Path, runner_id: str) -> list[str]:
-    return [sys.executable, "-m", "pi_workflows.worker", "--project", str(project),
-            "--runner", runner_id, "--parent-pid", str(os.getpid())]
-
-
-def _env(marker: str, extra_pi_args: str, config_json: str = "") -> dict[str, str]:
-    env = {MARKER_ENV: marker}
-    if config_json:
-        env[CONFIG_ENV] = config_json
-    if extra_pi_args:
-        env[EXTRA_PI_ARGS_ENV] = extra_pi_args
-    return env
-
-
 def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
-                 extra_pi_args: str = "", config_json: str = "") -> WorkerHandle:
-    argv = [*_argv(project, runner_id), "--run", claim.run_id, "--claim-state", claim.state]
-    env = _env(marker_value(project_key, runner_id, claim.run_id), extra_pi_args, config_json)
-    env[TOKEN_ENV] = claim.token
+                 config_json: str = "") -> WorkerHandle:
+    argv = worker_argv(project, runner_id, os.getpid(), run_id=claim.run_id,
+                       claim_state=claim.state)
+    env = worker_env(marker_value(project_key, runner_id, claim.run_id),
+                     config_json=config_json, token=claim.token)
     # The project is the worker's working directory: relative paths in shell
     # nodes resolve against it.
     return WorkerHandle(claim, spawn(argv, cwd=project, env=env))
 
 
 def spawn_standby(*, project: Path, project_key: str, runner_id: str,
-                  extra_pi_args: str = "", config_json: str = "") -> subprocess.Popen[bytes]:
+                  config_json: str = "") -> subprocess.Popen[bytes]:
     """A worker that boots now and waits on stdin for a claim: start-up off the hot path."""
-    env = _env(marker_value(project_key, runner_id, "standby"), extra_pi_args, config_json)
-    return spawn([*_argv(project, runner_id), "--standby"], cwd=project, env=env,
-                 stdin=subprocess.PIPE)
+    env = worker_env(marker_value(project_key, runner_id, STANDBY_RUN), config_json=config_json)
+    return spawn(worker_argv(project, runner_id, os.getpid(), standby=True), cwd=project,
+                 env=env, stdin=subprocess.PIPE)
 
 
 def assign(standby: subprocess.Popen[bytes], claim: Claim) -> WorkerHandle | None:
     """Hand ``claim`` to a booted standby worker; None if it is no longer usable."""
     if standby.poll() is not None or standby.stdin is None:
         return None
-    line = json.dumps({"run": claim.run_id, "claimState": claim.state, "token": claim.token})
     try:
-        standby.stdin.write(line.encode() + b"\n")
+        standby.stdin.write(Assignment(claim.run_id, claim.state, claim.token).encode())
         standby.stdin.close()
     except OSError:
         return None
@@ -104,9 +86,9 @@ class Standby:
     """At most one booted worker waiting for a claim (off the hot path)."""
 
     def __init__(self, *, project: Path, project_key: str, runner_id: str,
-                 extra_pi_args: str = "", config_json: str = "", enabled: bool = True) -> None:
+                 config_json: str = "", enabled: bool = True) -> None:
         self.project, self.project_key = project, project_key
-        self.runner_id, self.extra_pi_args = runner_id, extra_pi_args
+        self.runner_id = runner_id
         self.config_json = config_json
         self.enabled = enabled
         self.proc: subprocess.Popen[bytes] | None = None
@@ -124,7 +106,6 @@ class Standby:
         if time.monotonic() >= self._not_before:
             self.proc = spawn_standby(project=self.project, project_key=self.project_key,
                                       runner_id=self.runner_id,
-                                      extra_pi_args=self.extra_pi_args,
                                       config_json=self.config_json)
 
     def take(self, claim: Claim) -> WorkerHandle | None:

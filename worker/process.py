@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -21,19 +20,27 @@ from pathlib import Path
 from typing import cast
 
 from ..protocol.bundle import Bundle, BundleWriter
-from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, WorkerExit
+from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
 from ..protocol.processes import self_record, with_entry
 from ..protocol.retry import RetryingProxy, retry_store
-from ..protocol.spawn import MARKER_ENV, marker_value
 from ..protocol.store import Claim, Store
 from ..protocol.titles import set_title
-from ..protocol.workerconfig import CONFIG_ENV, WorkerConfig
+from ..protocol.wire import (
+    CONFIG_ENV,
+    MARKER_ENV,
+    STANDBY_RUN,
+    TOKEN_ENV,
+    Assignment,
+    WorkerExit,
+    marker_value,
+    parse_worker_args,
+)
+from ..protocol.workerconfig import WorkerConfig
 from .control import Control
 from .engine import Engine
 from .runner import execute_claim
 
-TOKEN_ENV = "PI_WORKFLOWS_CLAIM_TOKEN"
 PR_SET_PDEATHSIG = 1
 
 
@@ -141,42 +148,24 @@ def load_config(project: str) -> WorkerConfig:
     return WorkerConfig.from_settings(settings, resolve_paths(settings, Path(project)))
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="pi-workflows-worker")
-    parser.add_argument("--project", required=True)
-    parser.add_argument("--run", help="The claimed run (omit with --standby).")
-    parser.add_argument("--runner", required=True)
-    parser.add_argument("--claim-state", default="starting", choices=["starting", "running"])
-    parser.add_argument("--parent-pid", type=int, default=None)
-    parser.add_argument("--force", action="store_true")
-    parser.add_argument("--standby", action="store_true",
-                        help="Boot, then wait for one assignment line on stdin.")
-    args = parser.parse_args(argv)
-    if not args.standby and not args.run:
-        parser.error("--run is required unless --standby is given")
-    return args
-
-
 def _await_assignment(args: argparse.Namespace, project_key: str) -> str | None:
     """A standby worker is fully booted; block until the host hands it a claim.
 
-    The line is ``{"run", "claimState", "token"}``; EOF (the host closed the
-    pipe or died) means "not needed".
+    EOF (the host closed the pipe or died) means "not needed".
     """
-    line = sys.stdin.readline()
-    if not line.strip():
+    assignment = Assignment.decode(sys.stdin.readline())
+    if assignment is None:
         return None
-    data = json.loads(line)
-    args.run = data["run"]
-    args.claim_state = data["claimState"]
+    args.run = assignment.run_id
+    args.claim_state = assignment.claim_state
     # Children started from now on carry this run in their marker.
     os.environ[MARKER_ENV] = marker_value(project_key, args.runner, args.run)
-    return str(data["token"])
+    return assignment.token
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    set_title(f"pi-workflows worker {args.run or 'standby'} booting")
+    args = parse_worker_args(sys.argv[1:] if argv is None else argv)
+    set_title(f"pi-workflows worker {args.run or STANDBY_RUN} booting")
     die_with_parent()
     control = Control()
     install_signals(control)
@@ -201,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
     if args.standby:
-        set_title("pi-workflows worker standby")
+        set_title(f"pi-workflows worker {STANDBY_RUN}")
         assigned = _await_assignment(args, project_key(paths.project))
         if assigned is None:
             return WorkerExit.FINISHED

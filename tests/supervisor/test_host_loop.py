@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pi_workflows.protocol.errors import WorkerExit
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim, RunSource, Store
+from pi_workflows.protocol.wire import WorkerExit
 from pi_workflows.supervisor import host as host_mod
 from pi_workflows.supervisor.host import Host
 from pi_workflows.supervisor.workers import WorkerHandle

@@ -13,17 +13,18 @@ from pathlib import Path
 
 import psutil
 import pytest
-from pi_workflows.protocol.hostlock import HostLock, HostLockHeld
 from pi_workflows.protocol.liveness import process_start_time
 from pi_workflows.protocol.processes import PROCESSES_SCHEMA
-from pi_workflows.protocol.spawn import MARKER_ENV, marker_value
-from pi_workflows.protocol.wakeup import Listener, poke
+from pi_workflows.protocol.wakeup import poke
+from pi_workflows.protocol.wire import MARKER_ENV, marker_value
+from pi_workflows.supervisor.hostlock import HostLock, HostLockHeld
+from pi_workflows.supervisor.listener import Listener
 from pi_workflows.supervisor.reaper import find_orphans, kill_processes
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pi_workflows.protocol.hostlock import HostLock
+    from pi_workflows.supervisor.hostlock import HostLock
     HostLock(Path(sys.argv[1])).acquire("runner-child")
     print("held", flush=True)
     time.sleep(60)
@@ -54,7 +55,11 @@ def test_host_lock_is_exclusive_names_the_holder_and_dies_with_it(tmp_path: Path
         holder.wait(10)
         lock = HostLock(path)
         lock.acquire("me")  # the kernel released the dead holder's lock
-        assert json.loads(path.read_text())["pid"] == os.getpid()
+        info = json.loads(path.read_text())
+        assert info["pid"] == os.getpid() and info["ready"] is False
+        lock.mark_ready()  # what scripts and tests wait for, instead of log wording
+        info = json.loads(path.read_text())
+        assert info["ready"] is True and info["runnerId"] == "me"
         lock.release()
     finally:
         if holder.poll() is None:

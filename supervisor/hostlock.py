@@ -1,9 +1,11 @@
 """The host lock: one host per project, held with a kernel advisory lock.
 
 The lock is ``flock`` on the host lock file (released by the kernel when
-the holder dies, however it dies); the file's JSON content
-(``pid``, ``runnerId``, ``startedAt``) is only for humans and error
-messages. Imports ``protocol.errors`` and settings helpers.
+the holder dies, however it dies). The file's JSON content (``pid``,
+``runnerId``, ``startedAt``, and ``ready`` once start-up is over: lock,
+registration, orphan reaping, takeover and the wakeup socket) is for error
+messages, people and scripts that wait for a host; the flock alone decides
+who holds it. Imports ``protocol`` helpers only.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .clock import now_ms
-from .errors import UsageError
-from .paths import ensure_private_dir
+from ..protocol.clock import now_ms
+from ..protocol.errors import UsageError
+from ..protocol.paths import ensure_private_dir
 
 
 class HostLockHeld(UsageError):
@@ -28,6 +30,7 @@ class HostLock:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._fd: int | None = None
+        self._info: dict[str, Any] = {}
 
     def acquire(self, runner_id: str) -> None:
         """Take the lock without waiting, or raise ``HostLockHeld`` naming the holder."""
@@ -42,10 +45,20 @@ class HostLock:
             pid = holder.get("pid", "unknown")
             raise HostLockHeld(f"another host (pid {pid}) is already running for this project;"
                                " stop it first") from None
-        info = json.dumps({"pid": os.getpid(), "runnerId": runner_id, "startedAt": now_ms()})
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (info + "\n").encode(), 0)
         self._fd = fd
+        self._info = {"pid": os.getpid(), "runnerId": runner_id, "startedAt": now_ms(),
+                      "ready": False}
+        self._write()
+
+    def _write(self) -> None:
+        assert self._fd is not None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, (json.dumps(self._info) + "\n").encode(), 0)
+
+    def mark_ready(self) -> None:
+        """Say in the file that the holder has finished starting and serves runs."""
+        self._info.update(ready=True, readyAt=now_ms())
+        self._write()
 
     def holder(self) -> dict[str, Any]:
         try:
