@@ -1,0 +1,123 @@
+"""The vocabulary of states: queue states, run statuses, and the rules between them.
+
+Owns the one spelling of every state, the named sets (claimed, active,
+terminal, settled), the queue's transition table (seed 002, exactly), how a
+settled bundle maps onto the queue, and how a (queue state, run status)
+pair reads to a person and as a CLI exit code. Nothing else in the package
+spells a state. Imports only ``protocol.errors``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from .errors import ExitCode, TransitionRefused
+
+
+class QueueState(StrEnum):
+    """A row of ``workflow_run_queue``: who may own the run, and whether it ended."""
+
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    PARKED = "parked"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class RunStatus(StrEnum):
+    """``state.json``'s ``status``: what the bundle says happened to the run."""
+
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
+Q = QueueState
+S = RunStatus
+
+QUEUE_STATES: tuple[QueueState, ...] = tuple(QueueState)
+# A row in these states carries a claim (runner, token, lease); no other row does.
+CLAIMED: frozenset[QueueState] = frozenset({Q.STARTING, Q.RUNNING})
+# The origin session's one active reservation (seed 002).
+ACTIVE: frozenset[QueueState] = frozenset({Q.QUEUED, Q.STARTING, Q.RUNNING})
+# Nothing moves a row out of these.
+TERMINAL: frozenset[QueueState] = frozenset({Q.DONE, Q.FAILED, Q.CANCELLED})
+# A row a runner may give back without ending the run.
+UNOWNED: frozenset[QueueState] = frozenset({Q.QUEUED, Q.PARKED})
+
+TERMINAL_STATUSES: frozenset[RunStatus] = frozenset({S.COMPLETED, S.FAILED, S.TIMED_OUT,
+                                                     S.CANCELLED})
+# A settled bundle is never resumed: its run ended or waits for an answer.
+SETTLED_STATUSES: frozenset[RunStatus] = TERMINAL_STATUSES | {S.WAITING}
+
+# Seed 002's "State transitions", exactly. Claim transfers (a new token on a
+# starting/running row after lease expiry or a dead owner) keep the state and
+# are not transitions.
+TRANSITIONS: frozenset[tuple[QueueState, QueueState]] = frozenset({
+    (Q.QUEUED, Q.STARTING),
+    (Q.QUEUED, Q.CANCELLED),
+    (Q.STARTING, Q.RUNNING),
+    (Q.STARTING, Q.FAILED),
+    (Q.STARTING, Q.CANCELLED),
+    (Q.STARTING, Q.QUEUED),
+    (Q.RUNNING, Q.PARKED),
+    (Q.RUNNING, Q.DONE),
+    (Q.RUNNING, Q.FAILED),
+    (Q.RUNNING, Q.CANCELLED),
+    (Q.PARKED, Q.STARTING),
+    (Q.PARKED, Q.CANCELLED),
+})
+
+
+def allowed(from_state: str, to_state: str) -> bool:
+    return (from_state, to_state) in TRANSITIONS
+
+
+def check_transition(run_id: str, from_state: str, to_state: str) -> None:
+    """Every writer of a queue state calls this before its compare-and-set."""
+    if not allowed(from_state, to_state):
+        raise TransitionRefused(f"run {run_id} is {from_state}; it cannot become {to_state}")
+
+
+def queue_state_for(status: str) -> QueueState:
+    """Where the queue goes once the bundle settled with ``status``.
+
+    A run waiting at a checkpoint is done as far as the queue is concerned:
+    its answer is a new (continuation) run.
+    """
+    if status in (S.COMPLETED, S.WAITING):
+        return Q.DONE
+    if status == S.CANCELLED:
+        return Q.CANCELLED
+    if status in (S.FAILED, S.TIMED_OUT):
+        return Q.FAILED
+    raise ValueError(f"run status {status!r} is not settled")
+
+
+def exit_code(queue_state: str, status: str | None) -> ExitCode | None:
+    """The CLI exit code for a run, or None while it has not come to rest.
+
+    The queue decides whether the run is over; the bundle, when it settled,
+    says how. A run the queue ended without a settled bundle (a worker that
+    crash-looped, a launch that failed before its bundle) failed.
+    """
+    if queue_state in UNOWNED:
+        return ExitCode.PARKED
+    if queue_state not in TERMINAL:
+        return None
+    if status in SETTLED_STATUSES:
+        return {S.COMPLETED: ExitCode.OK, S.WAITING: ExitCode.WAITING}.get(
+            RunStatus(status), ExitCode.RUN_FAILED)
+    return ExitCode.RUN_FAILED
+
+
+def display_state(queue_state: str, status: str | None) -> str:
+    """One word (or ``queue/status`` when the two tell different things) for a person."""
+    if status is None or status == queue_state or queue_state == Q.DONE:
+        return status or queue_state
+    return f"{queue_state}/{status}"
