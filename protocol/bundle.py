@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,9 @@ from .errors import PiWorkflowsError
 from .fence import ClaimVerifier, bundle_lock, fenced
 from .limits import validate_run_id
 from .paths import ensure_private_dir
+from .states import SETTLED_STATUSES
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
-TERMINAL_STATUSES = frozenset({"completed", "failed", "timed_out", "cancelled"})
-SETTLED_STATUSES = TERMINAL_STATUSES | {"waiting"}
 # With fsync policy "node", these events are made durable before the next step.
 BOUNDARY_EVENTS = frozenset({
     "run_started", "node_started", "node_finished", "node_failed", "run_resumed",
@@ -174,7 +174,7 @@ class BundleWriter:
         return externalize(value, self.bundle.artifacts.put)
 
     def create(self, manifest: dict[str, Any], snapshot: dict[str, Any],
-               state: dict[str, Any]) -> None:
+               state: Mapping[str, Any]) -> None:
         """Lay out a new bundle: snapshot (once), projection at seq 0, manifest."""
         b = self.bundle
         ensure_private_dir(b.dir)
@@ -230,7 +230,7 @@ class BundleWriter:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-    def _write_state_and_manifest(self, state: dict[str, Any], *, sync: bool) -> None:
+    def _write_state_and_manifest(self, state: Mapping[str, Any], *, sync: bool) -> None:
         b = self.bundle
         now = self.clock()
         stored = self._externalize({**state, "traceSeq": self.seq, "updatedAt": now}, sync)
@@ -241,7 +241,7 @@ class BundleWriter:
             write_json_atomic(b.manifest_path, self._manifest, sync=sync)
             self._status = status
 
-    def append(self, event_type: str, payload: dict[str, Any], state: dict[str, Any], *,
+    def append(self, event_type: str, payload: dict[str, Any], state: Mapping[str, Any], *,
                node_id: str | None = None, attempt_id: str | None = None) -> int:
         """One transition: fence, trace line, projection (with ``traceSeq``), manifest."""
         sync = self._sync(event_type)

@@ -18,6 +18,7 @@ from .discovery import Catalog, LoadedWorkflow, load_workflow_file
 from .errors import NotFound, UsageError
 from .limits import encode_private_input, validate_run_id
 from .runid import new_run_id
+from .states import RunStatus
 from .store import RunSource
 from .validation import apply_input
 
@@ -60,7 +61,7 @@ def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
     if not parent.exists():
         raise NotFound(f"run {parent_run_id} has no bundle", code="run_not_found")
     state = parent.state()
-    if state.get("status") != "waiting":
+    if state.get("status") != RunStatus.WAITING:
         raise UsageError(f"run {parent_run_id} is {state.get('status')}, not waiting at a"
                          " checkpoint; only a waiting run can be answered", code="not_waiting")
     manifest = parent.manifest()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from .errors import StoreTransientError
 
@@ -78,3 +78,13 @@ class RetryingProxy:
                                on_retry=self._on_retry)
 
         return call
+
+
+def with_retries(inner: T, *, deadline_s: float = 30.0,
+                 on_retry: Callable[[int, StoreTransientError, float], None] | None = None) -> T:
+    """``inner`` (a store) with every method call retried on transient errors.
+
+    The proxy forwards every attribute, so it has ``inner``'s type: callers
+    keep full type checking instead of casting a proxy themselves.
+    """
+    return cast(T, RetryingProxy(inner, deadline_s=deadline_s, on_retry=on_retry))

@@ -2,8 +2,8 @@
 
 Owns: the switch path language (``$.a.b``, ``$output.a.b``, ``$result.a``),
 path resolution, scalar case matching, ``next_node`` and ``routes_failures``.
-Imports only ``protocol.definition`` and ``protocol.errors``; must not import
-``worker`` or ``supervisor``.
+Imports only ``protocol.definition``, ``protocol.errors`` and
+``protocol.states``; must not import ``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Literal
 
 from .definition import Edge, Scalar, SwitchEdge, Workflow, outgoing
 from .errors import PiWorkflowsError
+from .states import Outcome
 
 RESULT_FIELDS = ("outcome", "errorCode", "error", "exitCode")
-OUTCOMES = ("ok", "failed", "timed_out", "cancelled")
 _SEGMENT_RE = re.compile(r"^[^.\s\[\]]+$")
 _INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
 _PREFIXES: tuple[tuple[str, Literal["output", "result"]], ...] = (
@@ -169,9 +169,9 @@ def next_node(
     """
     if node_id not in workflow.nodes:
         raise RoutingError(f"cannot route from {node_id!r}: it is not a node of this workflow")
-    outcome = (result or {}).get("outcome", "ok")
+    outcome = (result or {}).get("outcome", Outcome.OK)
     item = outgoing(workflow, node_id)
-    if outcome != "ok" and not routes_failures(workflow, node_id):
+    if outcome != Outcome.OK and not routes_failures(workflow, node_id):
         raise RoutingError(
             f"node {node_id!r} ended {outcome} and its outgoing edge does not route that"
             " outcome (only a switch on $result... does)"

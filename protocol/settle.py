@@ -9,14 +9,15 @@ protocol modules only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from .bundle import SETTLED_STATUSES, Bundle, BundleWriter
+from .bundle import Bundle, BundleWriter
 from .discovery import load_workflow_file
 from .errors import TransitionRefused
+from .runstate import ErrorInfo, RunState, ending
+from .states import SETTLED_STATUSES, QueueState
 from .store import QueueRow, Store
 
-CANCELLED = {"code": "cancelled", "message": "the run was cancelled"}
+CANCELLED: ErrorInfo = {"code": "cancelled", "message": "the run was cancelled"}
 
 
 def cancel_parked(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
@@ -34,15 +35,15 @@ def cancel_parked(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
     return store.cancel(run_id, claim.token)
 
 
-def settle_bundle(writer: BundleWriter, event_type: str, error: dict[str, str]) -> None:
+def settle_bundle(writer: BundleWriter, event_type: str, error: ErrorInfo) -> None:
     """Write a terminal event into an unsettled bundle without running its workflow."""
     state, _ = writer.reopen()
     if state.get("status") in SETTLED_STATUSES:
         return
-    status = {"run_cancelled": "cancelled", "run_failed": "failed"}[event_type]
-    ended: dict[str, Any] = {**state, "status": status, "currentNode": None,
-                             "currentAttempt": None, "pendingEnd": None, "error": error}
-    writer.append(event_type, {"error": error}, ended)
+    changes, payload = ending(event_type, error)
+    ended = RunState(**state)  # type: ignore[typeddict-item]
+    ended.update(changes)
+    writer.append(event_type, payload, ended)
 
 
 def repin_source(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
@@ -54,7 +55,7 @@ def repin_source(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
     again unblocked, so the next runner resumes it on the new definition.
     """
     row = store.get(run_id)
-    if row is None or row.state != "parked":
+    if row is None or row.state != QueueState.PARKED:
         raise TransitionRefused(f"run {run_id} is not parked; only a parked run is resumed")
     bundle = Bundle(runs_dir, run_id)
     manifest = bundle.manifest()

@@ -15,6 +15,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+# The rest of the package uses these names from here, never ``subprocess``
+# itself (an import contract holds every spawn to this module).
+PIPE = subprocess.PIPE
+DEVNULL = subprocess.DEVNULL
+Popen = subprocess.Popen
+TimeoutExpired = subprocess.TimeoutExpired
+
 
 def spawn(
     argv: Sequence[str],

@@ -26,6 +26,15 @@ class QueueState(StrEnum):
     CANCELLED = "cancelled"
 
 
+class Outcome(StrEnum):
+    """How one node attempt ended: the ``outcome`` of its result record (``$result``)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+
 class RunStatus(StrEnum):
     """``state.json``'s ``status``: what the bundle says happened to the run."""
 
@@ -74,14 +83,39 @@ TRANSITIONS: frozenset[tuple[QueueState, QueueState]] = frozenset({
 })
 
 
+def sql_list(states: frozenset[QueueState] | tuple[QueueState, ...]) -> str:
+    """``('a', 'b')`` for SQL, in declaration order, so queries never spell a state."""
+    return "(" + ", ".join(f"'{s.value}'" for s in QueueState if s in states) + ")"
+
+
 def allowed(from_state: str, to_state: str) -> bool:
     return (from_state, to_state) in TRANSITIONS
 
 
 def check_transition(run_id: str, from_state: str, to_state: str) -> None:
-    """Every writer of a queue state calls this before its compare-and-set."""
+    """Every writer of a queue state calls this before its compare-and-set.
+
+    A claim transfer (a new token on a claimed row) keeps the state and is
+    checked with ``check_transfer`` instead.
+    """
     if not allowed(from_state, to_state):
         raise TransitionRefused(f"run {run_id} is {from_state}; it cannot become {to_state}")
+
+
+def check_transfer(run_id: str, state: str) -> None:
+    if state not in CLAIMED:
+        raise TransitionRefused(f"run {run_id} is {state}; only a claimed run changes hands")
+
+
+# The terminal bundle event for a node outcome that ends the run, and the
+# status each terminal (or waiting) event leaves in state.json.
+END_EVENT: dict[Outcome, str] = {Outcome.OK: "run_completed", Outcome.FAILED: "run_failed",
+                                 Outcome.TIMED_OUT: "run_timed_out",
+                                 Outcome.CANCELLED: "run_cancelled"}
+STATUS_AFTER: dict[str, RunStatus] = {
+    "run_completed": S.COMPLETED, "run_failed": S.FAILED, "run_timed_out": S.TIMED_OUT,
+    "run_cancelled": S.CANCELLED, "run_waiting": S.WAITING,
+}
 
 
 def queue_state_for(status: str) -> QueueState:

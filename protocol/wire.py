@@ -4,7 +4,7 @@ Owns everything both sides of that process boundary must spell the same
 way: the worker's command line, the environment names (claim token, handed
 settings, run marker), the standby hand-off line, and the worker's exit
 codes. A runner builds with these functions and a worker parses with them;
-neither side spells a name of its own. Imports nothing from the package.
+neither side spells a name of its own. Imports only ``protocol.states``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import sys
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
+
+from .states import CLAIMED, QueueState
 
 WORKER_MODULE = "pi_workflows.worker"
 # The claim token: read once and removed, so no shell command or agent inherits it.
@@ -86,7 +88,8 @@ def parse_worker_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--project", required=True)
     parser.add_argument("--run", help="The claimed run (omit with --standby).")
     parser.add_argument("--runner", required=True)
-    parser.add_argument("--claim-state", default="starting", choices=["starting", "running"])
+    parser.add_argument("--claim-state", default=QueueState.STARTING,
+                        choices=[str(s) for s in QueueState if s in CLAIMED])
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--standby", action="store_true",

@@ -23,7 +23,8 @@ from ..protocol.limits import validate_key, validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
-from ..protocol.store import QUEUE_STATES, QueueRow, Store, open_store
+from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState
+from ..protocol.store import QueueRow, Store, open_store
 from ..protocol.wakeup import poke
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .host import Host, StartupReport
@@ -148,7 +149,7 @@ def status_command(
             info = run_status(_existing(store, run), paths.runs_dir)
             emit_json(info) if as_json else typer.echo(status_line(info))
             return
-        rows = [r for r in store.list_runs() if r.state not in ("done", "failed", "cancelled")]
+        rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         infos = [run_status(r, paths.runs_dir) for r in rows]
     if as_json:
         emit_json({"runs": infos})
@@ -223,11 +224,11 @@ def cancel_command(
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = _existing(store, run)
-        if row.state == "running" or (row.state == "starting"
-                                       and bundle_exists(paths.runs_dir, run)):
+        if row.state == QueueState.RUNNING or (row.state == QueueState.STARTING
+                                               and bundle_exists(paths.runs_dir, run)):
             # Its owner writes the terminal event, so the bundle agrees.
             row = store.request_cancel(run)
-        elif row.state == "parked":
+        elif row.state == QueueState.PARKED:
             row = cancel_parked(store, paths.runs_dir, run, f"cli-cancel-{os.getpid()}",
                                 fsync=settings.fsync)
         else:
@@ -236,7 +237,7 @@ def cancel_command(
     if as_json:
         emit_json({"runId": row.run_id, "state": row.state,
                    "cancelRequested": row.cancel_requested})
-    elif row.state in ("starting", "running"):
+    elif row.state in CLAIMED:
         typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
     else:
         typer.echo(f"{run}: {row.state}")
@@ -255,7 +256,7 @@ def resume_command(
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = _existing(store, run)
-        if row.state != "parked":
+        if row.state != QueueState.PARKED:
             raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
                              code="not_parked")
         if row.error_code == "source_changed":

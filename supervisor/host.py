@@ -1,11 +1,14 @@
 """The host: ``pi-workflows host`` supervises one worker subprocess per claimed run.
 
-Owns the supervisor loop. ``loop_once`` is one short pass (drain signals ->
-reap children -> stop hung workers -> restart crashed ones -> claim up to the
-concurrency limit) so tests drive it without threads; ``serve`` adds start-up
-(lock, register, reap orphans, take over dead runners) and the wait on the
-wakeup descriptors. Signal handlers only record. Imports ``protocol`` and the
-supervisor's own modules; starts the worker only as a subprocess.
+Owns the supervisor loop. ``loop_once`` is one short pass (heartbeat -> take
+over dead runners -> drain signals -> reap children -> stop hung workers ->
+renew held claims -> restart crashed ones -> claim up to the concurrency
+limit) so tests drive it without threads; ``serve`` adds start-up (lock,
+register, reap orphans, take over dead runners) and the wait on the wakeup
+descriptors. Time (``monotonic``, the lease ``clock``) and the OS
+(``OsLayer``) come in from outside. Signal handlers only record. Imports
+``protocol`` and the supervisor's own modules; starts the worker only as a
+subprocess.
 """
 
 from __future__ import annotations
@@ -16,30 +19,34 @@ import select
 import signal
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from loguru import logger
 
 from ..protocol.clock import Clock, now_ms
-from ..protocol.errors import (
-    ClaimLost,
-    PiWorkflowsError,
-    StoreTransientError,
-    TransitionRefused,
-)
+from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
-from ..protocol.retry import RetryingProxy, backoff_delays
+from ..protocol.retry import backoff_delays, with_retries
 from ..protocol.settings import Paths, Settings, project_key
+from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
-from .claims import give_back
+from .claims import after_exit, give_back
 from .hostlock import HostLock
 from .listener import Listener
-from .reaper import find_orphans, find_run_processes, kill_processes
-from .workers import Standby, WorkerHandle, spawn_worker
+from .oslayer import OsLayer, RealOs
+from .standby import Standby
+from .workers import Phase, WorkerHandle
+
+Monotonic = Callable[[], float]
+# How often the host heartbeats its runner row and looks for dead runners.
+SWEEP_EVERY_S = 5.0
+# A worker that could not be spawned (EAGAIN, EMFILE) is tried again after this.
+SPAWN_RETRY_S = 1.0
 
 
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
@@ -67,31 +74,37 @@ class StartupReport:
 
 class Host:
     def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
-                 clock: Clock = now_ms, pi_args: tuple[str, ...] = (),
+                 clock: Clock = now_ms, monotonic: Monotonic = time.monotonic,
+                 os_layer: OsLayer | None = None, pi_args: tuple[str, ...] = (),
                  use_standby: bool | None = None) -> None:
         self.paths = paths
         self.settings = settings
         self.concurrency = concurrency or settings.concurrency or default_concurrency()
         self.clock = clock
+        self.monotonic = monotonic
+        self.os: OsLayer = os_layer or RealOs()
         self.runner_id = f"host-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
         self.project_key = project_key(paths.project)
         # Each store call backs off on a busy store for a while; a longer
         # outage reaches serve(), which backs off the whole pass.
-        self.store = cast(Store, RetryingProxy(open_store(settings, paths.store_file, clock=clock),
-                                               deadline_s=5.0, on_retry=_log_retry))
+        self.store: Store = with_retries(open_store(settings, paths.store_file, clock=clock),
+                                         deadline_s=5.0, on_retry=_log_retry)
         self.lock = HostLock(paths.host_lock)
-        self.workers: dict[str, WorkerHandle] = {}
+        self.workers: dict[str, WorkerHandle] = {}  # the current worker of each run
+        self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self.pending: dict[str, Pending] = {}
         self.crashes: dict[str, deque[float]] = {}
         self.stopping = False
         self.quick = False
         # Workers get the resolved settings, so they boot without pydantic.
         self.worker_config = WorkerConfig.from_settings(settings, paths, pi_args).to_json()
-        self.standby = Standby(project=paths.project, project_key=self.project_key,
-                               runner_id=self.runner_id, config_json=self.worker_config,
-                               enabled=settings.standby if use_standby is None else use_standby)
-        self._next_heartbeat = 0.0
-        self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
+        self.standby = Standby(
+            lambda: self.os.spawn_standby(project=paths.project, project_key=self.project_key,
+                                          runner_id=self.runner_id,
+                                          config_json=self.worker_config),
+            monotonic=monotonic,
+            enabled=settings.standby if use_standby is None else use_standby)
+        self._next_sweep = 0.0
         self._signal_r: int | None = None
         self._listener: Listener | None = None
         self._store_delay = backoff_delays(0.05, 2.0)
@@ -105,14 +118,19 @@ class Host:
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
         live, dead = self._runners()
-        reaped = kill_processes(find_orphans(self.paths.runs_dir, self.project_key, live))
+        reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
         taken = self._take_over(dead)
+        self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
     # ---- one pass ----------------------------------------------------------
 
     def loop_once(self) -> None:
-        self._heartbeat()
+        now = self.monotonic()
+        if now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_EVERY_S
+            self._heartbeat()
+            self._take_over_dead_runners()
         self._drain_signals()
         self._reap()
         self._stop_hung()
@@ -141,28 +159,29 @@ class Host:
         taken = 0
         for row in dead:
             for claim in self.store.take_over_runner(row, self.runner_id):
-                self.pending[claim.run_id] = Pending(claim, time.monotonic())
+                self.pending[claim.run_id] = Pending(claim, self.monotonic())
                 taken += 1
         return taken
 
     def _heartbeat(self) -> None:
-        """Every few seconds: our heartbeat, and the runs of runners that died meanwhile.
+        self.store.heartbeat(self.runner_id)
+
+    def _take_over_dead_runners(self) -> None:
+        """Free the runs of runners that died since start-up, without waiting for leases.
 
         A terminal session that was killed (with its worker unable to park)
-        leaves claims behind; proof of death frees them without the lease.
+        leaves claims behind; proof of death frees them, once its processes
+        are gone.
         """
-        if time.monotonic() < self._next_heartbeat:
-            return
-        self._next_heartbeat = time.monotonic() + 5.0
-        self.store.heartbeat(self.runner_id)
         if self.stopping:
             return
         _, dead = self._runners()
         for row in dead:
-            kill_processes(find_run_processes(self.project_key, row.runner_id))
+            self.os.kill(self.os.run_processes(self.project_key, row.runner_id))
         if dead and (taken := self._take_over(dead)):
             logger.warning("took over {} run(s) of dead runner(s) {}", taken,
                            ", ".join(r.runner_id for r in dead))
+
     def _drain_signals(self) -> None:
         if self._signal_r is None:
             return
@@ -180,91 +199,95 @@ class Host:
             self.quick = True
             return
         self.stopping = True
+        now = self.monotonic()
         for handle in self.workers.values():
-            handle.terminate()  # the worker parks its run and exits
+            handle.terminate(now)  # the worker parks its run and exits
 
     def _reap(self) -> None:
-        self.retiring = [h for h in self.retiring if h.poll() is None]
+        now = self.monotonic()
+        for handle in list(self.retiring):
+            if handle.poll() is not None:
+                handle.change(Phase.EXITED, now)
+                self.retiring.remove(handle)
         for run_id, handle in list(self.workers.items()):
             code = handle.poll()
             if code is None:
                 continue
             del self.workers[run_id]
-            self._exited(handle, code)
+            handle.change(Phase.EXITED, now)
+            try:
+                self._exited(handle, code)
+            except (ClaimLost, TransitionRefused) as exc:
+                logger.info("worker for {} exited {}; its claim is gone ({})", run_id, code, exc)
 
     def _exited(self, handle: WorkerHandle, code: int) -> None:
-        run_id = handle.run_id
-        try:
-            self._handle_exit(handle, code)
-        except (ClaimLost, TransitionRefused) as exc:
-            logger.info("worker for {} exited {}; its claim is gone ({})", run_id, code, exc)
-
-    def _handle_exit(self, handle: WorkerHandle, code: int) -> None:
-        run_id = handle.run_id
-        row = self.store.get(run_id)
-        still_ours = row is not None and row.claim_token == handle.claim.token
-        if code in (WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST) \
-                and not still_ours:
+        run_id, claim = handle.run_id, handle.claim
+        if not after_exit(self.store, self.os, self.project_key, claim, code):
             logger.info("worker for {} exited ({})", run_id, WorkerExit(code).name.lower())
             self.crashes.pop(run_id, None)
             return
-        # A crash, or a "clean" exit that left our claim behind (a node that
-        # called os._exit): its shell commands may still run, so reap them
-        # before anything reruns the node.
-        kill_processes(find_run_processes(self.project_key, self.runner_id, run_id))
         if self.stopping:
-            self._park_quietly(handle.claim)  # no restarts while draining
+            give_back(self.store, self.paths.runs_dir, claim)  # no restarts while draining
             return
-        row = self.store.verify(run_id, handle.claim.token)
+        row = self.store.verify(run_id, claim.token)
         if code == WorkerExit.BOOT_ERROR:
-            self.store.fail(run_id, handle.claim.token, "worker_boot_error",
+            self.store.fail(run_id, claim.token, "worker_boot_error",
                             "the worker could not start; see the host log")
             return
+        crashes = self._count_crash(run_id)
         window = self.settings.crash_window_s
-        now = time.monotonic()
-        crashes = self.crashes.setdefault(run_id, deque())
-        crashes.append(now)
-        while crashes and now - crashes[0] > window:
-            crashes.popleft()
-        if len(crashes) >= self.settings.crash_limit:
+        if crashes >= self.settings.crash_limit:
             self.crashes.pop(run_id, None)
-            self.store.fail(run_id, handle.claim.token, "worker_crash_loop",
-                            f"the worker crashed {len(crashes)} times within {window:g} s"
+            self.store.fail(run_id, claim.token, "worker_crash_loop",
+                            f"the worker crashed {crashes} times within {window:g} s"
                             f" (last exit status {code}); the run was stopped")
             logger.warning("run {} failed: worker crash loop", run_id)
             return
-        delay = self.settings.restart_backoff_s * (2 ** (len(crashes) - 1))
-        claim = Claim(run_id, handle.claim.runner_id, handle.claim.token,
-                      handle.claim.lease_expires_at, row.state, row.state)
-        self.pending[run_id] = Pending(claim, now + delay)
+        delay = self.settings.restart_backoff_s * (2 ** (crashes - 1))
+        restart = Claim(run_id, claim.runner_id, claim.token, claim.lease_expires_at, row.state,
+                        row.state)
+        self.pending[run_id] = Pending(restart, self.monotonic() + delay)
         logger.warning("worker for {} crashed (status {}); restart in {:.1f} s", run_id, code,
                        delay)
 
+    def _count_crash(self, run_id: str) -> int:
+        """Record a crash now; how many fall within the crash window."""
+        now = self.monotonic()
+        crashes = self.crashes.setdefault(run_id, deque())
+        crashes.append(now)
+        while crashes and now - crashes[0] > self.settings.crash_window_s:
+            crashes.popleft()
+        return len(crashes)
+
     def _stop_hung(self) -> None:
-        now = self.clock()
+        now, lease_now = self.monotonic(), self.clock()
         for handle in self.workers.values():
-            if handle.term_sent is not None:
+            if handle.phase in (Phase.KILLED, Phase.RETIRING):
+                continue  # to be reaped
+            if handle.phase == Phase.STOPPING:
                 grace = (self.settings.drain_grace_s if self.stopping
                          else self.settings.hung_kill_after_s)
-                if time.monotonic() - handle.term_sent >= grace or self.quick:
-                    handle.kill()
+                if now - handle.since >= grace or self.quick:
+                    handle.kill(now)
                 continue
             row = self.store.get(handle.run_id)
             if row is not None and row.claim_token is None:
                 # The worker settled or parked the run itself and is exiting;
                 # only a worker that lingers after that is stopped.
-                handle.released = handle.released or time.monotonic()
-                if time.monotonic() - handle.released >= self.settings.hung_kill_after_s:
-                    handle.terminate()
+                if handle.phase != Phase.LINGERING:
+                    handle.change(Phase.LINGERING, now)
+                elif now - handle.since >= self.settings.hung_kill_after_s:
+                    handle.terminate(now)
             elif row is None or row.claim_token != handle.claim.token:
-                handle.terminate()  # another runner owns the run now
-            elif (row.lease_expires_at or 0) <= now:
+                handle.terminate(now)  # another runner owns the run now
+            elif (row.lease_expires_at or 0) <= lease_now:
                 # Its claim has lapsed, so it can no longer write anything: no
                 # point in a graceful stop. The run is claimed again below.
                 logger.warning("worker for {} stopped renewing its lease; killing it",
                                handle.run_id)
-                handle.term_sent = time.monotonic()
                 self._kill_run(handle)
+            elif handle.phase == Phase.STARTING and row.state == QueueState.RUNNING:
+                handle.change(Phase.RUNNING, now)
 
     def _renew_pending(self) -> None:
         for run_id, pending in list(self.pending.items()):
@@ -274,7 +297,7 @@ class Host:
                 del self.pending[run_id]
 
     def _start_pending(self) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         for run_id, pending in sorted(self.pending.items(), key=lambda kv: kv[1].due):
             if len(self.workers) >= self.concurrency or pending.due > now:
                 continue
@@ -295,27 +318,28 @@ class Host:
             self._spawn(claim)
 
     def _spawn(self, claim: Claim) -> None:
+        now = self.monotonic()
         old = self.workers.pop(claim.run_id, None)
         if old is not None:
             # We just re-claimed our own hung worker's run: the old one can no
             # longer write; kill it (freeing any lock it holds) and its children.
-            self._kill_run(old)
+            self._kill_run(old, retire=True)
             self.retiring.append(old)
         try:
-            handle = self.standby.take(claim) or spawn_worker(
+            handle = self.standby.take(claim) or self.os.spawn_worker(
                 claim, project=self.paths.project, project_key=self.project_key,
-                runner_id=self.runner_id, config_json=self.worker_config)
+                runner_id=self.runner_id, config_json=self.worker_config, now=now)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
             logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
-            self.pending[claim.run_id] = Pending(claim, time.monotonic() + 1.0)
+            self.pending[claim.run_id] = Pending(claim, now + SPAWN_RETRY_S)
             return
         self.workers[claim.run_id] = handle
         logger.info("run {} -> worker pid {}", claim.run_id, handle.pid)
 
-    def _kill_run(self, handle: WorkerHandle) -> None:
+    def _kill_run(self, handle: WorkerHandle, *, retire: bool = False) -> None:
         """SIGKILL a worker's group and every process still carrying its run's marker."""
-        handle.kill()
-        kill_processes(find_run_processes(self.project_key, self.runner_id, handle.run_id))
+        handle.kill(self.monotonic(), retire=retire)
+        self.os.kill(self.os.run_processes(self.project_key, self.runner_id, handle.run_id))
 
     def _set_title(self) -> None:
         set_title(f"pi-workflows host {self.paths.project.name} workers={len(self.workers)}")
@@ -340,14 +364,14 @@ class Host:
 
     def _next_timeout(self) -> float:
         timeout = self.settings.poll_interval_s
-        now = time.monotonic()
+        now = self.monotonic()
         for pending in self.pending.values():
             timeout = min(timeout, max(0.0, pending.due - now))
         if self.stopping:
             timeout = min(timeout, 0.1)
         return timeout
 
-    def serve(self, on_start: Any = None) -> int:
+    def serve(self, on_start: Callable[[StartupReport], None] | None = None) -> int:
         self._install_signals()
         report = self.start()
         try:
@@ -379,17 +403,18 @@ class Host:
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
         self.standby.drop()
+        now = self.monotonic()
         for handle in self.workers.values():
-            handle.kill()
+            handle.kill(now)
         for handle in self.workers.values():
             try:
                 handle.proc.wait(5)
             except Exception as exc:  # a child that will not die must not stop shutdown
                 logger.warning("worker {} did not exit: {}", handle.pid, exc)
-        kill_processes(find_run_processes(self.project_key, self.runner_id))
+        self.os.kill(self.os.run_processes(self.project_key, self.runner_id))
         held = [h.claim for h in self.workers.values()] + [p.claim for p in self.pending.values()]
         for claim in held:
-            self._park_quietly(claim)
+            give_back(self.store, self.paths.runs_dir, claim)
         self.workers.clear()
         self.pending.clear()
         if self._listener is not None:
@@ -400,6 +425,3 @@ class Host:
             logger.warning("could not unregister the host runner: {}", exc)
         self.lock.release()
         self.store.close()
-
-    def _park_quietly(self, claim: Claim) -> None:
-        give_back(self.store, self.paths.runs_dir, claim)

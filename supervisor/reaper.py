@@ -19,8 +19,9 @@ from pathlib import Path
 import psutil
 from loguru import logger
 
-from ..protocol.bundle import SETTLED_STATUSES, Bundle, BundleCorrupt, list_bundles
+from ..protocol.bundle import Bundle, BundleCorrupt, list_bundles
 from ..protocol.liveness import is_same_process
+from ..protocol.states import SETTLED_STATUSES
 from ..protocol.wire import MARKER_ENV, STANDBY_RUN, parse_marker
 
 

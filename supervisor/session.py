@@ -15,28 +15,30 @@ import secrets
 import signal
 import time
 from collections.abc import Callable
-from typing import Any
 
 from ..protocol.bundle import Bundle
 from ..protocol.errors import ExitCode
 from ..protocol.launch import Prepared
 from ..protocol.liveness import host_name, process_start_time
 from ..protocol.settings import Paths, Settings, project_key
+from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code
 from ..protocol.store import Store
 from ..protocol.wakeup import poke
-from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
-from .claims import give_back
-from .reaper import find_run_processes, kill_processes
-from .watch import EXIT_FOR_STATUS, TraceFollower
-from .workers import spawn_worker
+from .claims import after_exit, give_back
+from .oslayer import OsLayer, RealOs
+from .watch import TraceFollower, ended_without_bundle
+from .workers import WorkerHandle
 
 POLL_S = 0.05
 
 
 def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
-                 session: str | None, echo: Callable[[str], None]) -> int:
+                 session: str | None, echo: Callable[[str], None],
+                 os_layer: OsLayer | None = None) -> int:
     """Start ``prepared`` in this session, show it live; return the documented exit code."""
+    ops = os_layer or RealOs()
+    key = project_key(paths.project)
     runner_id = f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
     store.register_runner(runner_id, "session", os.getpid(), process_start_time(), host_name())
     stops: list[int] = []
@@ -46,21 +48,16 @@ def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepa
         claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
                                        runner_id, origin_session=session)
         echo(f"run {prepared.run_id} ({prepared.source.workflow}); Ctrl-C parks it for a host")
-        worker = spawn_worker(claim, project=paths.project, project_key=project_key(
-            paths.project), runner_id=runner_id,
-            config_json=WorkerConfig.from_settings(settings, paths).to_json())
+        worker = ops.spawn_worker(
+            claim, project=paths.project, project_key=key, runner_id=runner_id,
+            config_json=WorkerConfig.from_settings(settings, paths).to_json(),
+            now=time.monotonic())
         follower = TraceFollower(Bundle(paths.runs_dir, prepared.run_id))
         code = _follow(worker, follower, stops, settings, echo)
         for line in follower.lines():
             echo(line)
-        row = store.get(claim.run_id)
-        if code not in (WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST) or (
-                row is not None and row.claim_token == claim.token):
-            # The worker died holding our claim: stop what it left running and
-            # give the run back, so a host resumes it at once.
-            kill_processes(find_run_processes(project_key(paths.project), runner_id,
-                                              claim.run_id))
-            give_back(store, paths.runs_dir, claim)
+        if after_exit(store, ops, key, claim, code):
+            give_back(store, paths.runs_dir, claim)  # so a host resumes it at once
         return _outcome(store, follower, claim.run_id, paths, echo)
     finally:
         for sig, handler in previous.items():
@@ -68,20 +65,20 @@ def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepa
         store.unregister_runner(runner_id)
 
 
-def _follow(worker: Any, follower: TraceFollower, stops: list[int], settings: Settings,
-            echo: Callable[[str], None]) -> int:
+def _follow(worker: WorkerHandle, follower: TraceFollower, stops: list[int],
+            settings: Settings, echo: Callable[[str], None]) -> int:
     """Show the trace until the worker exits; a stop signal asks it to park."""
     asked: float | None = None
     while (code := worker.poll()) is None:
         for line in follower.lines():
             echo(line)
+        now = time.monotonic()
         if stops and asked is None:
             echo("parking the run (a host resumes it); press Ctrl-C again to stop at once")
-            worker.terminate()
-            asked = time.monotonic()
-        elif asked is not None and (len(stops) > 1 or
-                                    time.monotonic() - asked > settings.drain_grace_s):
-            worker.kill()
+            worker.terminate(now)
+            asked = now
+        elif asked is not None and (len(stops) > 1 or now - asked > settings.drain_grace_s):
+            worker.kill(now)
         time.sleep(POLL_S)
     return int(code)
 
@@ -89,15 +86,17 @@ def _follow(worker: Any, follower: TraceFollower, stops: list[int], settings: Se
 def _outcome(store: Store, follower: TraceFollower, run_id: str, paths: Paths,
              echo: Callable[[str], None]) -> int:
     row = store.get(run_id)
+    if row is None:
+        echo(f"run {run_id} is gone; see `pi-workflows list`")
+        return ExitCode.PARKED
     status = follower.status()
-    if row is not None and row.state in ("parked", "queued"):
+    code = exit_code(row.state, status)
+    if row.state in UNOWNED:
         poke(paths.state_dir)
         echo(f"parked: `pi-workflows host` resumes it; `pi-workflows watch {run_id}` follows it")
+    elif row.state in TERMINAL and status not in SETTLED_STATUSES:
+        echo(ended_without_bundle(row))
+    elif code is None:
+        echo(f"run {run_id} is {row.state}; see `pi-workflows status {run_id}`")
         return ExitCode.PARKED
-    if status is not None and row is not None and row.state in ("done", "failed", "cancelled"):
-        return EXIT_FOR_STATUS.get(status, ExitCode.RUN_FAILED)
-    if row is not None and row.state in ("failed", "cancelled"):
-        echo(f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip())
-        return ExitCode.RUN_FAILED
-    echo(f"run {run_id} is {row.state if row else 'gone'}; see `pi-workflows status {run_id}`")
-    return ExitCode.PARKED
+    return ExitCode.PARKED if code is None else code

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
+from ..protocol.states import CLAIMED, QueueState, RunStatus, display_state
 from ..protocol.store import QueueRow
 
 
@@ -31,12 +32,12 @@ def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
         data["bundleError"] = str(exc)
         return data
     error = state.get("error") or {}
+    waiting = state.get("status") == RunStatus.WAITING
     data.update({
         "runStatus": state.get("status"), "currentNode": state.get("currentNode"),
-        "waitingOn": state.get("waitingNode") if state.get("status") == "waiting" else None,
+        "waitingOn": state.get("waitingNode") if waiting else None,
         "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
-        "summary": (state.get("waitingOutput") or {}).get("summary")
-        if state.get("status") == "waiting" else None,
+        "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,
     })
     if data["errorCode"] is None and error:
         data["errorCode"], data["error"] = error.get("code"), error.get("message")
@@ -45,14 +46,12 @@ def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
 
 def status_line(info: dict[str, Any]) -> str:
     """One human line per run."""
-    state = info["runStatus"] or info["queueState"]
-    if info["queueState"] not in ("done",) and info["runStatus"] and \
-            info["runStatus"] != info["queueState"]:
-        state = f"{info['queueState']}/{info['runStatus']}"
+    state = display_state(info["queueState"], info["runStatus"])
     where = ""
     if info.get("waitingOn"):
         where = f" waiting at {info['waitingOn']}"
-    elif info.get("currentNode") and info["queueState"] in ("running", "parked", "starting"):
+    elif info.get("currentNode") and (info["queueState"] in CLAIMED
+                                      or info["queueState"] == QueueState.PARKED):
         where = f" at {info['currentNode']}"
     err = f" [{info['errorCode']}] {info['error']}" if info.get("errorCode") else ""
     return f"{info['runId']}  {info['workflow']}  {state}{where}{err}"

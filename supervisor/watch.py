@@ -13,13 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..protocol.bundle import SETTLED_STATUSES, Bundle, BundleCorrupt
+from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.errors import ExitCode
-from ..protocol.store import Store
-
-EXIT_FOR_STATUS = {"completed": ExitCode.OK, "waiting": ExitCode.WAITING,
-                   "failed": ExitCode.RUN_FAILED, "timed_out": ExitCode.RUN_FAILED,
-                   "cancelled": ExitCode.RUN_FAILED}
+from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code
+from ..protocol.store import QueueRow, Store
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -98,6 +95,11 @@ class TraceFollower:
             return None
 
 
+def ended_without_bundle(row: QueueRow) -> str:
+    """Why a run the queue ended has no settled bundle to show (its error, from the queue)."""
+    return f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip()
+
+
 def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None],
           poll_s: float = 0.2) -> int:
     """Print the run's events as they are written; return the exit code for how it ended."""
@@ -111,12 +113,12 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
             echo(f"run {run_id} is gone from the queue")
             return ExitCode.USAGE
         status = follower.status()
-        if status in SETTLED_STATUSES and row.state in ("done", "failed", "cancelled"):
-            return EXIT_FOR_STATUS.get(str(status), ExitCode.RUN_FAILED)
-        if row.state in ("failed", "cancelled"):
-            echo(f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip())
-            return ExitCode.RUN_FAILED
-        if row.state in ("queued", "parked") and said != row.state:
+        if row.state in TERMINAL:
+            if status not in SETTLED_STATUSES:
+                echo(ended_without_bundle(row))
+            code = exit_code(row.state, status)
+            return ExitCode.RUN_FAILED if code is None else code
+        if row.state in UNOWNED and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
             echo(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host` running?)")
         said = row.state

@@ -1,8 +1,10 @@
-"""Worker subprocess handles: spawning one worker per claimed run.
+"""Worker subprocesses: starting them, and the one handle a runner keeps per worker.
 
 Owns starting workers with the command line and environment that
-``protocol.wire`` defines, the standby hand-off, and the per-child handle a
-runner reaps with (``Popen.poll``: never a catch-all ``waitpid(-1)``).
+``protocol.wire`` defines, the standby hand-off, and ``WorkerHandle``: the
+per-child handle a runner reaps with (``poll``: never a catch-all
+``waitpid(-1)``) whose ``phase`` is changed only through ``change``, which
+checks the edge against one table (as supervisord does for its processes).
 Imports ``protocol``; never the worker package.
 """
 
@@ -10,23 +12,94 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import Protocol
 
-from ..protocol.spawn import signal_group, spawn
+from ..protocol.spawn import PIPE, Popen, signal_group, spawn
 from ..protocol.store import Claim
 from ..protocol.wire import STANDBY_RUN, Assignment, marker_value, worker_argv, worker_env
+
+
+class Phase(StrEnum):
+    """Where a worker is in its life, as its runner sees it."""
+
+    STARTING = "starting"  # spawned; its run is not yet ``running`` in the queue
+    RUNNING = "running"  # owns its run
+    LINGERING = "lingering"  # settled or parked its run, and has not exited yet
+    STOPPING = "stopping"  # asked to park (SIGTERM); killed if it outstays its grace
+    KILLED = "killed"  # SIGKILLed (a hung or lapsed worker); waiting to be reaped
+    RETIRING = "retiring"  # superseded by a new worker for its run; killed, to be reaped
+    EXITED = "exited"  # reaped
+
+
+P = Phase
+_LIVE_EXITS = {P.STOPPING, P.KILLED, P.RETIRING, P.EXITED}
+EDGES: dict[Phase, frozenset[Phase]] = {
+    P.STARTING: frozenset({P.RUNNING, P.LINGERING} | _LIVE_EXITS),
+    P.RUNNING: frozenset({P.LINGERING} | _LIVE_EXITS),
+    P.LINGERING: frozenset(_LIVE_EXITS),
+    P.STOPPING: frozenset({P.KILLED, P.RETIRING, P.EXITED}),
+    P.KILLED: frozenset({P.RETIRING, P.EXITED}),
+    P.RETIRING: frozenset({P.EXITED}),
+    P.EXITED: frozenset(),
+}
+
+
+class PhaseError(RuntimeError):
+    """A phase change the table does not allow: a bug in the runner, never input."""
+
+
+class Proc(Protocol):
+    """What a handle needs of its process (a real child, or a test's fake)."""
+
+    @property
+    def pid(self) -> int: ...
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def send_group(self, sig: int) -> bool: ...
+    def hand_off(self, line: bytes) -> bool: ...
+
+
+class Child:
+    """A real worker process: the leader of its own process group."""
+
+    def __init__(self, popen: Popen[bytes]) -> None:
+        self.popen = popen
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.popen.wait(timeout)
+
+    def send_group(self, sig: int) -> bool:
+        return signal_group(self.popen, sig)
+
+    def hand_off(self, line: bytes) -> bool:
+        """Write ``line`` (empty: nothing) to the child's stdin and close it."""
+        if self.popen.stdin is None or self.popen.poll() is not None:
+            return False
+        try:
+            if line:
+                self.popen.stdin.write(line)
+            self.popen.stdin.close()
+        except OSError:
+            return False
+        return True
 
 
 @dataclass
 class WorkerHandle:
     claim: Claim
-    proc: subprocess.Popen[bytes]
-    started: float = field(default_factory=time.monotonic)
-    term_sent: float | None = None
-    released: float | None = None  # when the run's claim was seen released
+    proc: Proc
+    since: float  # monotonic time of the last phase change
+    phase: Phase = Phase.STARTING
 
     @property
     def run_id(self) -> str:
@@ -39,87 +112,46 @@ class WorkerHandle:
     def poll(self) -> int | None:
         return self.proc.poll()
 
-    def signal(self, sig: int) -> bool:
-        return signal_group(self.proc, sig)
+    def change(self, to: Phase, now: float) -> None:
+        """The one way a phase changes; ``now`` starts the new phase's clock."""
+        if to not in EDGES[self.phase]:
+            raise PhaseError(f"worker {self.pid} of run {self.run_id}: {self.phase} -> {to}")
+        self.phase, self.since = to, now
 
-    def terminate(self) -> None:
-        if self.term_sent is None:
-            self.term_sent = time.monotonic()
-        self.signal(signal.SIGTERM)
+    def terminate(self, now: float) -> None:
+        """Ask the worker to park and exit; a second request only resends the signal."""
+        self.proc.send_group(signal.SIGTERM)
+        if self.phase not in (P.STOPPING, P.KILLED, P.RETIRING, P.EXITED):
+            self.change(P.STOPPING, now)
 
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
+    def kill(self, now: float, *, retire: bool = False) -> None:
+        self.proc.send_group(signal.SIGKILL)
+        target = P.RETIRING if retire else P.KILLED
+        if self.phase != target and target in EDGES[self.phase]:
+            self.change(target, now)
 
 
 def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: str,
-                 config_json: str = "") -> WorkerHandle:
+                 config_json: str = "", now: float) -> WorkerHandle:
     argv = worker_argv(project, runner_id, os.getpid(), run_id=claim.run_id,
                        claim_state=claim.state)
     env = worker_env(marker_value(project_key, runner_id, claim.run_id),
                      config_json=config_json, token=claim.token)
     # The project is the worker's working directory: relative paths in shell
     # nodes resolve against it.
-    return WorkerHandle(claim, spawn(argv, cwd=project, env=env))
+    return WorkerHandle(claim, Child(spawn(argv, cwd=project, env=env)), now)
 
 
 def spawn_standby(*, project: Path, project_key: str, runner_id: str,
-                  config_json: str = "") -> subprocess.Popen[bytes]:
+                  config_json: str = "") -> Child:
     """A worker that boots now and waits on stdin for a claim: start-up off the hot path."""
     env = worker_env(marker_value(project_key, runner_id, STANDBY_RUN), config_json=config_json)
-    return spawn(worker_argv(project, runner_id, os.getpid(), standby=True), cwd=project,
-                 env=env, stdin=subprocess.PIPE)
+    return Child(spawn(worker_argv(project, runner_id, os.getpid(), standby=True), cwd=project,
+                       env=env, stdin=PIPE))
 
 
-def assign(standby: subprocess.Popen[bytes], claim: Claim) -> WorkerHandle | None:
+def assign(standby: Proc, claim: Claim, now: float) -> WorkerHandle | None:
     """Hand ``claim`` to a booted standby worker; None if it is no longer usable."""
-    if standby.poll() is not None or standby.stdin is None:
+    if not standby.hand_off(Assignment(claim.run_id, claim.state, claim.token).encode()):
         return None
-    try:
-        standby.stdin.write(Assignment(claim.run_id, claim.state, claim.token).encode())
-        standby.stdin.close()
-    except OSError:
-        return None
-    return WorkerHandle(claim, standby)
-
-
-class Standby:
-    """At most one booted worker waiting for a claim (off the hot path)."""
-
-    def __init__(self, *, project: Path, project_key: str, runner_id: str,
-                 config_json: str = "", enabled: bool = True) -> None:
-        self.project, self.project_key = project, project_key
-        self.runner_id = runner_id
-        self.config_json = config_json
-        self.enabled = enabled
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._not_before = 0.0
-
-    def keep(self) -> None:
-        if not self.enabled:
-            return
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                return
-            # It died while idle: do not respawn in a tight loop.
-            self._not_before = time.monotonic() + 1.0
-            self.proc = None
-        if time.monotonic() >= self._not_before:
-            self.proc = spawn_standby(project=self.project, project_key=self.project_key,
-                                      runner_id=self.runner_id,
-                                      config_json=self.config_json)
-
-    def take(self, claim: Claim) -> WorkerHandle | None:
-        proc, self.proc = self.proc, None
-        return None if proc is None else assign(proc, claim)
-
-    def drop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            proc.stdin.close()  # EOF: the standby exits without doing anything
-        try:
-            proc.wait(1)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    return WorkerHandle(claim, standby, now)

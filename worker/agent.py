@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..protocol.states import Outcome
+
 STEP_CONTRACT = (
     "\n\n---\nWorkflow step contract: when the step is done, call the `workflow` tool with"
     " action `submit` and your result as `output`. Use action `update` with a short"
@@ -77,7 +79,7 @@ class AgentRequest:
 
 @dataclass
 class AgentResult:
-    outcome: str  # ok | failed | cancelled | timed_out
+    outcome: Outcome
     output: Any = None
     error_code: str | None = None
     error: str | None = None
@@ -111,14 +113,14 @@ class ScriptedExecutor:
         self.prompts.append((request.node_id, request.prompt))
         for entry in self.script.get(request.node_id, ()):
             if stop.is_set():
-                return AgentResult("cancelled", error="stopped")
+                return AgentResult(Outcome.CANCELLED, error="stopped")
             if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == "update":
                 hooks.update(str(entry[1]))
                 continue
             value = entry() if isinstance(entry, Callable) else entry  # type: ignore[arg-type]
             reason = hooks.check(value)
             if reason is None:
-                return AgentResult("ok", output=value)
+                return AgentResult(Outcome.OK, output=value)
             self.rejections.append((request.node_id, reason))
-        return AgentResult("failed", error_code="agent_no_submission",
+        return AgentResult(Outcome.FAILED, error_code="agent_no_submission",
                            error="the agent ended without an accepted submission")

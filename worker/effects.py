@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..protocol.atomic import canonical_json
 from ..protocol.errors import ConflictError
+from ..protocol.states import Outcome
 from ..protocol.store import Effect
 from .nodes import NodeOutcome
 
@@ -63,8 +64,7 @@ def run_guarded(store: EffectStore, *, run_id: str, token: str, node_id: str, ef
         # built from the attempt id or the clock, or a forced resume on an edited
         # definition): neither replaying nor repeating it would be right.
         note("conflict", {"effectKey": effect_key, "fingerprint": fp})
-        return NodeOutcome(
-            "failed", error_code="effect_conflict",
+        return NodeOutcome(Outcome.FAILED, error_code="effect_conflict",
             error="an earlier attempt of this node recorded its effect for a different"
                   " request (command, environment, input or step); it was neither replayed"
                   " nor run again")
@@ -76,8 +76,7 @@ def run_guarded(store: EffectStore, *, run_id: str, token: str, node_id: str, ef
             if effect.state == "pending":
                 store.mark_effect_indeterminate(run_id, node_id, effect_key, token=token)
             note("indeterminate", {"effectKey": effect_key})
-            return NodeOutcome(
-                "failed", error_code="effect_indeterminate",
+            return NodeOutcome(Outcome.FAILED, error_code="effect_indeterminate",
                 error="an earlier attempt of this effect was interrupted and may or may not have"
                       " been applied; the node is not idempotent, so it was not run again")
         if effect.state == "indeterminate":
@@ -86,13 +85,13 @@ def run_guarded(store: EffectStore, *, run_id: str, token: str, node_id: str, ef
     outcome = execute()
     record = {"outcome": outcome.outcome, "output": keep(outcome.output),
               "errorCode": outcome.error_code, "error": outcome.error, "extra": outcome.extra}
-    if outcome.outcome == "ok":
+    if outcome.outcome == Outcome.OK:
         store.apply_effect(run_id, node_id, effect_key, record, token=token)
         note("applied", {"effectKey": effect_key})
-    elif outcome.outcome == "failed":
+    elif outcome.outcome == Outcome.FAILED:
         store.reject_effect(run_id, node_id, effect_key, record, token=token)
         note("rejected", {"effectKey": effect_key})
-    elif outcome.outcome == "timed_out":
+    elif outcome.outcome == Outcome.TIMED_OUT:
         store.mark_effect_indeterminate(run_id, node_id, effect_key, token=token)
         note("indeterminate", {"effectKey": effect_key})
     # cancelled (park or cancel): left pending, exactly like a crash mid-effect.

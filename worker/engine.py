@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol, cast
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
-from ..protocol.bundle import SETTLED_STATUSES, BundleCorrupt, BundleWriter
+from ..protocol.bundle import BundleCorrupt, BundleWriter
 from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolve_value, snapshot
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.routing import RoutingError, next_node, routes_failures
+from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
+from ..protocol.states import END_EVENT, SETTLED_STATUSES, Outcome, QueueState, RunStatus
 from ..protocol.validation import OutputError, check_output
 from .agent import AgentExecutor
 from .control import Control
@@ -28,10 +31,17 @@ from .effects import EffectStore
 from .nodes import NodeOutcome, Watch
 from .steps import run_step
 
-TERMINAL_EVENT = {"ok": "run_completed", "failed": "run_failed", "timed_out": "run_timed_out",
-                  "cancelled": "run_cancelled"}
-STATUS_OF = {"run_completed": "completed", "run_failed": "failed", "run_timed_out": "timed_out",
-             "run_cancelled": "cancelled", "run_waiting": "waiting"}
+OnNode = Callable[[str], None]
+# What ``run`` returns when it stops without settling the bundle.
+PARKED = QueueState.PARKED
+
+
+class Notifier(Protocol):
+    """Where notify nodes' messages go (the store), fenced by the run's claim."""
+
+    def add_notification(self, session_id: str, run_id: str, node_id: str, idx: int,
+                         kind: str, payload: dict[str, Any], *,
+                         token: str | None = None) -> bool: ...
 
 
 class ResumeRefused(PiWorkflowsError):
@@ -42,14 +52,14 @@ class SourceChanged(PiWorkflowsError):
     code = "source_changed"
 
 
-def _error(code: str, message: str) -> dict[str, str]:
+def _error(code: str, message: str) -> ErrorInfo:
     return {"code": code, "message": safe_error_message(message)}
 
 
 class Engine:
     def __init__(self, workflow: Workflow, writer: BundleWriter, effects: EffectStore, *,
                  project_dir: Path, control: Control | None = None,
-                 agent: AgentExecutor | None = None, notifier: Any = None,
+                 agent: AgentExecutor | None = None, notifier: Notifier | None = None,
                  session_id: str | None = None, park_grace_s: float = 5.0) -> None:
         self.workflow = workflow
         self.writer = writer
@@ -62,20 +72,21 @@ class Engine:
         self.notifier = notifier
         self.session_id = session_id
         self.park_grace_s = park_grace_s
-        self.state: dict[str, Any] = {}
-        self.on_node: Any = None  # callable(node_id | None): process titles
+        self.state: RunState = {}
+        self.on_node: OnNode | None = None  # process titles
         self._write_lock = threading.Lock()
 
     # ---- writing ------------------------------------------------------
 
-    def _transition(self, event_type: str, payload: dict[str, Any], changes: dict[str, Any], *,
+    def _transition(self, event_type: str, payload: dict[str, Any], changes: RunState, *,
                     node_id: str | None = None, attempt_id: str | None = None) -> None:
         """Append one event with the projection it leads to; adopt it only once written."""
         with self._write_lock:
-            new_state = {**self.state, **changes}
-            self.writer.append(event_type, payload, new_state, node_id=node_id,
+            after = RunState(**self.state)
+            after.update(changes)
+            self.writer.append(event_type, payload, after, node_id=node_id,
                                attempt_id=attempt_id)
-            self.state = new_state
+            self.state = after
 
     def note(self, event_type: str, payload: dict[str, Any], node_id: str,
              attempt_id: str) -> None:
@@ -115,13 +126,7 @@ class Engine:
         is the first node, finishing with the answer as its output.
         """
         wf = self.workflow
-        state: dict[str, Any] = {
-            "runId": self.run_id, "workflow": wf.name, "status": "running", "input": run_input,
-            "outputs": {}, "results": {}, "steps": 0, "currentNode": wf.start_at,
-            "currentAttempt": None, "lastNode": None, "pendingEnd": None, "waitingNode": None,
-            "waitingOutput": None, "finalOutput": None, "error": None, "paused": False,
-            "parentRunId": None, "answeredNode": None,
-        }
+        state = new_state(self.run_id, wf.name, wf.start_at, run_input)
         if parent is not None:
             pstate = parent["state"]
             state.update({
@@ -147,7 +152,8 @@ class Engine:
 
     def reopen(self, *, source_sha256: str | None, digest: str, force: bool = False) -> None:
         """The resume protocol: repair, pin the source, write the resume boundary."""
-        state, report = self.writer.reopen()
+        raw, report = self.writer.reopen()
+        state = cast(RunState, raw)
         status = state.get("status")
         if status in SETTLED_STATUSES:
             raise ResumeRefused(f"run {self.run_id} is {status}; only an interrupted run resumes")
@@ -182,7 +188,7 @@ class Engine:
             if status in SETTLED_STATUSES:
                 return str(status)
             if self.control.park_requested:
-                return "parked"
+                return PARKED
             if self.control.cancel_requested:
                 self._end("run_cancelled", _error("cancelled", "the run was cancelled"))
                 continue
@@ -201,22 +207,14 @@ class Engine:
         if not self.control.park_requested and not self.control.cancel_requested:
             self._transition("run_resumed", {"boundary": False}, {"paused": False})
 
-    def _end(self, event_type: str, error: dict[str, str] | None = None,
+    def _end(self, event_type: str, error: ErrorInfo | None = None,
              output: Any = None) -> None:
-        changes: dict[str, Any] = {"status": STATUS_OF[event_type], "currentNode": None,
-                                   "currentAttempt": None, "pendingEnd": None}
-        payload: dict[str, Any] = {}
-        if error is not None:
-            changes["error"] = error
-            payload["error"] = error
-        if event_type == "run_completed":
-            changes["finalOutput"] = output
-            payload["finalOutput"] = output
+        changes, payload = ending(event_type, error, output)
         self._transition(event_type, payload, changes)
 
     def _finish_pending(self) -> None:
         """Write the terminal event the projection already decided on."""
-        pending = self.state.get("pendingEnd") or {"type": "run_completed"}
+        pending: PendingEnd = self.state.get("pendingEnd") or {"type": "run_completed"}
         last = self.state.get("lastNode")
         output = self.state["outputs"].get(last) if last else None
         self._end(pending["type"], pending.get("error"), output)
@@ -254,7 +252,8 @@ class Engine:
         ctx = self._context(node_id, attempt, stop)
         if node.kind == "checkpoint":
             if self.state.get("answeredNode") == node_id:
-                self._settle(node_id, attempt, NodeOutcome("ok", output=self.state.get("answer")))
+                answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))
+                self._settle(node_id, attempt, answered)
             else:
                 self._wait_at(node, ctx)
             return
@@ -262,12 +261,12 @@ class Engine:
             timeout_s = resolve_timeout(node, wf, ctx)
         except Exception as exc:
             self._settle(node_id, attempt, NodeOutcome(
-                "failed", error_code="timeout_invalid", error=safe_error_message(str(exc))))
+                Outcome.FAILED, error_code="timeout_invalid", error=safe_error_message(str(exc))))
             return
         watch = Watch(self.control, stop, timeout_s,
                       effectful=node.kind in ("action", "shell"), park_grace_s=self.park_grace_s)
         outcome = run_step(self, node, ctx, watch, timeout_s, steps)
-        if outcome.outcome == "cancelled" and self.control.park_requested \
+        if outcome.outcome == Outcome.CANCELLED and self.control.park_requested \
                 and not self.control.cancel_requested:
             return  # parked: no attempt and no terminal event are recorded
         self._settle(node_id, attempt, outcome)
@@ -278,17 +277,18 @@ class Engine:
             output = {"summary": None if summary is None else str(summary)}
         except Exception as exc:
             self._settle(node.id, ctx.attempt_id, NodeOutcome(
-                "failed", error_code="node_error",
+                Outcome.FAILED, error_code="node_error",
                 error=safe_error_message(f"{type(exc).__name__}: {exc}")))
             return
         self._transition("run_waiting", {"waitingNode": node.id, "output": output},
-                         {"status": "waiting", "waitingNode": node.id, "waitingOutput": output,
-                          "currentNode": node.id}, node_id=node.id, attempt_id=ctx.attempt_id)
+                         {"status": RunStatus.WAITING, "waitingNode": node.id,
+                          "waitingOutput": output, "currentNode": node.id},
+                         node_id=node.id, attempt_id=ctx.attempt_id)
 
     def _settle(self, node_id: str, attempt: str, outcome: NodeOutcome) -> None:
         """Record the attempt's result and where the run goes next."""
         output = outcome.output
-        if outcome.outcome == "ok":
+        if outcome.outcome == Outcome.OK:
             try:
                 output = check_output(node_id, output)
                 reserved = reserved_key_path(output)
@@ -296,25 +296,25 @@ class Engine:
                     raise OutputError([f"output of node {node_id!r} uses the reserved key"
                                        f" {REF_KEY!r} at {reserved}"])
             except OutputError as exc:
-                outcome = NodeOutcome("failed", error_code="output_invalid",
+                outcome = NodeOutcome(Outcome.FAILED, error_code="output_invalid",
                                       error=safe_error_message(exc.message))
                 output = None
         record = outcome.record()
-        ok = outcome.outcome == "ok"
-        pending: dict[str, Any] | None = None
+        ok = outcome.outcome == Outcome.OK
+        pending: PendingEnd | None = None
         nxt: str | None = None
-        if ok or (routes_failures(self.workflow, node_id) and outcome.outcome != "cancelled"):
+        if ok or (routes_failures(self.workflow, node_id) and outcome.outcome != Outcome.CANCELLED):
             try:
                 nxt = next_node(self.workflow, node_id, output, record)
             except RoutingError as exc:
                 pending = {"type": "run_failed", "error": _error("routing_failed", exc.message)}
             if nxt is None and pending is None:
                 pending = {"type": "run_completed"} if ok else {
-                    "type": TERMINAL_EVENT[outcome.outcome],
+                    "type": END_EVENT[outcome.outcome],
                     "error": _error(outcome.error_code or "node_failed",
                                     outcome.error or "the node failed")}
         else:
-            pending = {"type": TERMINAL_EVENT[outcome.outcome],
+            pending = {"type": END_EVENT[outcome.outcome],
                        "error": _error(outcome.error_code or "node_failed",
                                        f"node {node_id!r}: {outcome.error or outcome.outcome}")}
         outputs = dict(self.state["outputs"])

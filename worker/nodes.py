@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.limits import safe_error_message
-from ..protocol.spawn import signal_group, spawn
+from ..protocol.spawn import DEVNULL, PIPE, TimeoutExpired, signal_group, spawn
+from ..protocol.states import Outcome
 from .control import Control
 
 STOP_GRACE_S = 2.0
@@ -27,7 +27,7 @@ POLL_S = 0.02
 
 @dataclass
 class NodeOutcome:
-    outcome: str  # ok | failed | timed_out | cancelled
+    outcome: Outcome
     output: Any = None
     error_code: str | None = None
     error: str | None = None
@@ -41,7 +41,7 @@ class NodeOutcome:
 
 def error_outcome(exc: BaseException, code: str = "node_error") -> NodeOutcome:
     # Only the exception type and its message: never a traceback or locals.
-    return NodeOutcome("failed", error_code=code,
+    return NodeOutcome(Outcome.FAILED, error_code=code,
                        error=safe_error_message(f"{type(exc).__name__}: {exc}"))
 
 
@@ -65,26 +65,26 @@ class Watch:
             return self.reason
         now = time.monotonic()
         if self.control.cancel_requested:
-            self.reason = "cancelled"
+            self.reason = Outcome.CANCELLED
         elif self.control.park_requested:
             # An effect in flight is given a grace period to finish, so a
             # graceful park does not leave it indeterminate.
             if self._park_seen is None:
                 self._park_seen = now
             if not self.effectful or now - self._park_seen >= self.park_grace_s:
-                self.reason = "cancelled"
+                self.reason = Outcome.CANCELLED
         if self.reason is None and self.deadline is not None and now >= self.deadline:
-            self.reason = "timed_out"
+            self.reason = Outcome.TIMED_OUT
         if self.reason:
             self.stop.set()
         return self.reason
 
 
 def _stopped(reason: str, timeout_s: float | None) -> NodeOutcome:
-    if reason == "timed_out":
-        return NodeOutcome("timed_out", error_code="node_timed_out",
+    if reason == Outcome.TIMED_OUT:
+        return NodeOutcome(Outcome.TIMED_OUT, error_code="node_timed_out",
                            error=f"the node did not finish within {timeout_s:g} s")
-    return NodeOutcome("cancelled", error_code="cancelled", error="the node was stopped")
+    return NodeOutcome(Outcome.CANCELLED, error_code="cancelled", error="the node was stopped")
 
 
 def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -> NodeOutcome:
@@ -109,7 +109,7 @@ def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -
             return _stopped(reason, timeout_s)
     if "error" in box:
         return error_outcome(box["error"])
-    return NodeOutcome("ok", output=box.get("value"))
+    return NodeOutcome(Outcome.OK, output=box.get("value"))
 
 
 def _reader(stream: Any, limit: int, out: dict[str, Any], key: str) -> None:
@@ -129,8 +129,8 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
     """Run a command in its own process group; kill the group when it must stop."""
     try:
         proc = spawn(argv, cwd=cwd, env=env,
-                     stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     stdin=PIPE if stdin is not None else DEVNULL,
+                     stdout=PIPE, stderr=PIPE)
     except OSError as exc:
         return error_outcome(exc, "shell_spawn_failed")
     out: dict[str, Any] = {}
@@ -154,7 +154,7 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
             signal_group(proc, signal.SIGTERM)
             try:
                 proc.wait(STOP_GRACE_S)
-            except subprocess.TimeoutExpired:
+            except TimeoutExpired:
                 signal_group(proc, signal.SIGKILL)
                 proc.wait()
             break
@@ -174,10 +174,10 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
         or out.get("stderr_total", 0) > max_output_bytes,
     }
     if code != 0 and not allow_nonzero_exit:
-        return NodeOutcome("failed", output=output, error_code="shell_nonzero_exit",
+        return NodeOutcome(Outcome.FAILED, output=output, error_code="shell_nonzero_exit",
                            error=f"the command exited with status {code}",
                            extra={"exitCode": code})
-    return NodeOutcome("ok", output=output, extra={"exitCode": code})
+    return NodeOutcome(Outcome.OK, output=output, extra={"exitCode": code})
 
 
 def shell_argv(command: str | list[str]) -> list[str]:

@@ -17,13 +17,13 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import cast
 
 from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
 from ..protocol.processes import self_record, with_entry
-from ..protocol.retry import RetryingProxy, retry_store
+from ..protocol.retry import retry_store, with_retries
+from ..protocol.states import QueueState
 from ..protocol.store import Claim, Store
 from ..protocol.titles import set_title
 from ..protocol.wire import (
@@ -38,7 +38,7 @@ from ..protocol.wire import (
 )
 from ..protocol.workerconfig import WorkerConfig
 from .control import Control
-from .engine import Engine
+from .engine import PARKED, Engine
 from .runner import execute_claim
 
 PR_SET_PDEATHSIG = 1
@@ -178,10 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         _LOG.config = settings
         # A busy store never kills a worker: every call backs off and retries
         # for up to a lease (past that the claim has expired anyway).
-        store = cast(Store, RetryingProxy(
+        store = with_retries(
             retry_store(lambda: open_worker_store(settings),
                         deadline_s=settings.lease_ms / 1000, on_retry=_log_retry),
-            deadline_s=settings.lease_ms / 1000, on_retry=_log_retry))
+            deadline_s=settings.lease_ms / 1000, on_retry=_log_retry)
     except StoreTransientError as exc:
         # Busy for a whole lease: a crash, so the host restarts it (not a boot error).
         sys.stderr.write(f"pi-workflows worker: store busy at boot: {exc}\n")
@@ -199,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         # Taken out of the environment so no shell command or agent inherits it.
         token = os.environ.pop(TOKEN_ENV, "")
     set_title(f"pi-workflows worker {args.run} starting")
-    claim = Claim(args.run, args.runner, token, 0, args.claim_state, args.claim_state)
+    state = QueueState(args.claim_state)
+    claim = Claim(args.run, args.runner, token, 0, state, state)
     try:
         store.verify(claim.run_id, token)
     except ClaimLost:
@@ -236,6 +237,6 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         return WorkerExit.CRASHED
     finally:
         stop.set()
-    if lost.is_set() and result.outcome == "parked":
+    if lost.is_set() and result.outcome == PARKED:
         return WorkerExit.CLAIM_LOST
-    return WorkerExit.PARKED if result.outcome == "parked" else WorkerExit.FINISHED
+    return WorkerExit.PARKED if result.outcome == PARKED else WorkerExit.FINISHED

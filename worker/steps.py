@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..protocol.definition import NodeContext, resolve_value
 from ..protocol.limits import safe_error_message
+from ..protocol.states import Outcome
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
 from .effects import EffectStore, run_guarded
 from .nodes import (
@@ -96,12 +97,12 @@ def run_step(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_
         except Exception as exc:
             return error_outcome(exc)
         host.notify(node.id, step, node.notify_kind, message)
-        return NodeOutcome("ok", output={"message": message, "kind": node.notify_kind})
+        return NodeOutcome(Outcome.OK, output={"message": message, "kind": node.notify_kind})
     if kind == "agent":
         return _agent(host, node, ctx, watch, timeout_s)
     if kind in ("action", "shell"):
         return _effect(host, node, ctx, watch, timeout_s, step)
-    return NodeOutcome("failed", error_code="node_kind_unknown",
+    return NodeOutcome(Outcome.FAILED, error_code="node_kind_unknown",
                        error=f"node {node.id!r} has an unknown kind {kind!r}")
 
 
@@ -141,7 +142,7 @@ def _effect(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s
 def _agent(host: StepHost, node: Any, ctx: NodeContext, watch: Watch,
            timeout_s: float | None) -> NodeOutcome:
     if host.agent is None:
-        return NodeOutcome("failed", error_code="agent_unavailable",
+        return NodeOutcome(Outcome.FAILED, error_code="agent_unavailable",
                            error="no agent executor is configured for agent steps")
     executor = host.agent
     try:
@@ -156,7 +157,7 @@ def _agent(host: StepHost, node: Any, ctx: NodeContext, watch: Watch,
         outcome = run_callable(lambda: executor.run(request, hooks, ctx.cancel), watch, timeout_s)
     finally:
         hooks.close()
-    if outcome.outcome != "ok":
+    if outcome.outcome != Outcome.OK:
         return outcome
     result = outcome.output
     return NodeOutcome(result.outcome, output=result.output, error_code=result.error_code,

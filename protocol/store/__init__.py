@@ -27,15 +27,14 @@ from .records import (
     TurnIntent,
 )
 from .runners import RunnerOps
-from .schema import CLAIMED_STATES, QUEUE_STATES, SCHEMA_ID, TERMINAL_STATES
+from .schema import SCHEMA_ID
 
 if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
     from ..settings import Settings
 
 __all__ = [
-    "CLAIMED_STATES", "QUEUE_STATES", "SCHEMA_ID", "TERMINAL_STATES", "Claim", "Effect",
-    "Notification", "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store",
-    "TurnIntent", "intent_id_for", "open_store",
+    "SCHEMA_ID", "Claim", "Effect", "Notification", "QueueRow", "Renewal", "RunEvent",
+    "RunSource", "RunnerRow", "Store", "TurnIntent", "intent_id_for", "open_store",
 ]
 
 

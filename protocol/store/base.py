@@ -1,7 +1,8 @@
 """Shared plumbing for the store's operation mixins.
 
-Owns the transition table of the run queue and the one helper that records a
-lifecycle event in ``run_events`` inside the caller's transaction. Does not
+Owns the state every mixin shares, the claim check inside a caller's
+transaction, and the one helper that records a lifecycle event in
+``run_events``. The transition table is ``protocol.states``'. Does not
 import sqlite3 (``db.py`` does).
 """
 
@@ -14,30 +15,6 @@ from ..clock import Clock
 from ..errors import ClaimLost
 from ..limits import encode_payload
 from .db import Database, Tx
-
-# Seed 002's "State transitions", exactly. Claim transfers (a new token on a
-# starting/running row after lease expiry or a dead owner) keep the state and
-# are not transitions.
-TRANSITIONS: frozenset[tuple[str, str]] = frozenset(
-    {
-        ("queued", "starting"),
-        ("queued", "cancelled"),
-        ("starting", "running"),
-        ("starting", "failed"),
-        ("starting", "cancelled"),
-        ("starting", "queued"),
-        ("running", "parked"),
-        ("running", "done"),
-        ("running", "failed"),
-        ("running", "cancelled"),
-        ("parked", "starting"),
-        ("parked", "cancelled"),
-    }
-)
-
-
-def allowed(from_state: str, to_state: str) -> bool:
-    return (from_state, to_state) in TRANSITIONS
 
 
 def new_token() -> str:

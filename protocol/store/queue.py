@@ -13,15 +13,27 @@ from typing import Any
 
 from ..errors import ClaimLost, ConflictError, NotFound, TransitionRefused
 from ..limits import encode_private_input, safe_error_message, validate_key, validate_run_id
-from .base import StoreBase, allowed, new_token
+from ..states import (
+    ACTIVE,
+    CLAIMED,
+    TERMINAL,
+    UNOWNED,
+    QueueState,
+    check_transfer,
+    check_transition,
+    sql_list,
+)
+from .base import StoreBase, new_token
 from .db import ConstraintViolation, Tx
 from .records import Claim, QueueRow, Renewal, RunSource
 
 _SELECT = "SELECT * FROM workflow_run_queue WHERE run_id = ?"
+Q = QueueState
+_ACTIVE, _CLAIMED = sql_list(ACTIVE), sql_list(CLAIMED)
 _SESSION_FREE = (
     "(origin_session IS NULL OR NOT EXISTS (SELECT 1 FROM workflow_run_queue AS busy"
     " WHERE busy.origin_session = workflow_run_queue.origin_session"
-    " AND busy.state IN ('queued', 'starting', 'running')))"
+    f" AND busy.state IN {_ACTIVE}))"
 )
 
 
@@ -76,7 +88,9 @@ class QueueOps(StoreBase):
         now = self._now()
         token = new_token() if claim_runner else None
         lease = now + self.lease_ms if claim_runner else None
-        state = "starting" if claim_runner else "queued"
+        state = Q.STARTING if claim_runner else Q.QUEUED
+        if claim_runner:
+            check_transition(run_id, Q.QUEUED, Q.STARTING)  # born queued, claimed at once
         try:
             with self._db.transaction() as tx:
                 tx.execute(
@@ -89,19 +103,19 @@ class QueueOps(StoreBase):
                      runner_affinity or claim_runner, claim_runner, token, lease, parent_run_id,
                      now, now),
                 )
-                self._event(tx, run_id, "queued", now, {
+                self._event(tx, run_id, Q.QUEUED, now, {
                     "workflow": source.workflow, "originSession": origin_session,
                     "parentRunId": parent_run_id,
                 })
                 if claim_runner:
-                    self._event(tx, run_id, "starting", now, {"runnerId": claim_runner,
-                                                               "from": "queued"})
+                    self._event(tx, run_id, Q.STARTING, now, {"runnerId": claim_runner,
+                                                              "from": Q.QUEUED})
                 row = _load(tx, run_id)
         except ConstraintViolation as exc:
             raise _conflict(exc, run_id, origin_session, parent_run_id) from None
         claim = None
         if claim_runner and token and lease:
-            claim = Claim(run_id, claim_runner, token, lease, "starting", "queued")
+            claim = Claim(run_id, claim_runner, token, lease, Q.STARTING, Q.QUEUED)
         return row, claim
 
     def reserve(self, run_id: str, source: RunSource, private_input: Any, origin_session: str,
@@ -136,14 +150,14 @@ class QueueOps(StoreBase):
         token = new_token()
         lease = now + self.lease_ms
         params: tuple[int, ...]
-        if row.state in ("queued", "parked"):
-            new_state, kind = "starting", "starting"
+        if row.state in UNOWNED:
+            check_transition(row.run_id, row.state, Q.STARTING)
+            new_state, kind = Q.STARTING, Q.STARTING.value
             sets, where, params = ", error_code = NULL, error_message = NULL", "", ()
-        elif row.state in ("starting", "running"):
-            new_state, kind = row.state, "claim_taken_over"
-            sets, where, params = "", " AND lease_expires_at <= ?", (now,)
         else:
-            raise TransitionRefused(f"run {row.run_id} is {row.state}; it cannot be claimed")
+            check_transfer(row.run_id, row.state)
+            new_state, kind = Q(row.state), "claim_taken_over"
+            sets, where, params = "", " AND lease_expires_at <= ?", (now,)
         changed = tx.execute(
             "UPDATE workflow_run_queue SET state = ?, runner_id = ?, claim_token = ?,"
             " lease_expires_at = ?, updated_at = ?" + sets + " WHERE run_id = ? AND state = ?"
@@ -166,10 +180,10 @@ class QueueOps(StoreBase):
             with self._db.transaction() as tx:
                 row = _load(tx, run_id)
                 if row.origin_session is not None and session not in (None, row.origin_session) \
-                        and row.state in ("queued", "starting"):
+                        and row.state in (Q.QUEUED, Q.STARTING):
                     raise TransitionRefused(
                         f"run {run_id} belongs to session {row.origin_session}", code="not_owner")
-                if row.state in ("starting", "running") and (row.lease_expires_at or 0) > now:
+                if row.state in CLAIMED and (row.lease_expires_at or 0) > now:
                     raise TransitionRefused(
                         f"run {run_id} is {row.state} and owned by runner {row.runner_id}",
                         code="claimed_elsewhere")
@@ -194,7 +208,7 @@ class QueueOps(StoreBase):
             params: tuple[Any, ...] = ()
             parked_own = "1"
             parked_params: tuple[Any, ...] = ()
-            expired = "(state = 'running' OR origin_session IS NULL)"
+            expired = f"(state = '{Q.RUNNING}' OR origin_session IS NULL)"
         else:
             own = "(origin_session IS NULL OR origin_session = ?)"
             params = (session,)
@@ -206,19 +220,19 @@ class QueueOps(StoreBase):
         # its workflow file changed: `resume --force`); no runner takes it.
         parked_own = f"{parked_own} AND {_SESSION_FREE} AND error_code IS NULL"
         eligible = (
-            f"((state = 'queued' AND {own}) OR (state = 'parked' AND {parked_own})"
-            f" OR (state IN ('starting', 'running') AND lease_expires_at <= ? AND {expired}))"
+            f"((state = '{Q.QUEUED}' AND {own}) OR (state = '{Q.PARKED}' AND {parked_own})"
+            f" OR (state IN {_CLAIMED} AND lease_expires_at <= ? AND {expired}))"
         )
         eligible_params = (*params, *parked_params, now, *(params if session else ()))
         queries: Sequence[tuple[str, tuple[Any, ...]]] = (
             (f"SELECT * FROM workflow_run_queue WHERE runner_affinity = ? AND {eligible}"
              " ORDER BY created_at, run_id LIMIT 1", (runner_id, *eligible_params)),
-            (f"SELECT * FROM workflow_run_queue WHERE state = 'queued' AND {own}"
+            (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.QUEUED}' AND {own}"
              " ORDER BY created_at, run_id LIMIT 1", params),
-            (f"SELECT * FROM workflow_run_queue WHERE state = 'parked' AND {parked_own}"
+            (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.PARKED}' AND {parked_own}"
              " ORDER BY created_at, run_id LIMIT 1", parked_params),
             ("SELECT * FROM workflow_run_queue WHERE lease_expires_at <= ? AND state IN"
-             f" ('starting', 'running') AND {expired} ORDER BY created_at, run_id LIMIT 1",
+             f" {_CLAIMED} AND {expired} ORDER BY created_at, run_id LIMIT 1",
              (now, *(params if session else ()))),
         )
         with self._db.transaction() as tx:
@@ -239,10 +253,10 @@ class QueueOps(StoreBase):
             raise ClaimLost(f"the claim on run {run_id} is no longer held (state {row.state})")
         return row
 
-    def _move(self, run_id: str, token: str | None, to_state: str, *,
+    def _move(self, run_id: str, token: str | None, to_state: QueueState, *,
               sets: str = "", params: tuple[Any, ...] = (),
               payload: dict[str, Any] | None = None,
-              token_states: tuple[str, ...] | None = None) -> QueueRow:
+              token_states: frozenset[QueueState] | None = None) -> QueueRow:
         """One lifecycle transition as a checked compare-and-set.
 
         With ``token_states``, the token is required (and checked) only when
@@ -258,23 +272,22 @@ class QueueOps(StoreBase):
                 elif token is None:
                     raise TransitionRefused(
                         f"run {run_id} is {row.state}; only its owner can make it {to_state}"
-                        + (" (use request_cancel)" if to_state == "cancelled" else ""))
+                        + (" (use request_cancel)" if to_state == Q.CANCELLED else ""))
             if token is not None:
                 row = self._owned(tx, run_id, token, now)
-            if not allowed(row.state, to_state):
-                raise TransitionRefused(f"run {run_id} is {row.state}; it cannot become {to_state}")
-            keeps_claim = to_state in ("starting", "running")
-            claim_sql = "" if keeps_claim else (
+            check_transition(run_id, row.state, to_state)
+            claim_sql = "" if to_state in CLAIMED else (
                 ", runner_id = NULL, claim_token = NULL, lease_expires_at = NULL")
-            clears_input = to_state in ("running", "failed", "cancelled")
+            # Seed 002: private input lives only until the run is under way or over.
+            clears_input = to_state in (Q.RUNNING, Q.FAILED, Q.CANCELLED)
+            ends = to_state in TERMINAL
             changed = tx.execute(
                 "UPDATE workflow_run_queue SET state = ?, updated_at = ?" + claim_sql
                 + (", private_input = NULL" if clears_input else "")
-                + (", finished_at = ?" if to_state in ("done", "failed", "cancelled") else "")
+                + (", finished_at = ?" if ends else "")
                 + sets + " WHERE run_id = ? AND state = ? AND claim_token IS ?",
-                (to_state, now,
-                 *((now,) if to_state in ("done", "failed", "cancelled") else ()),
-                 *params, run_id, row.state, row.claim_token),
+                (to_state, now, *((now,) if ends else ()), *params, run_id, row.state,
+                 row.claim_token),
             )
             if changed != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently; {to_state} refused")
@@ -283,7 +296,7 @@ class QueueOps(StoreBase):
 
     def mark_running(self, run_id: str, token: str) -> QueueRow:
         """The final activation fence: ``starting -> running``; clears private input."""
-        return self._move(run_id, token, "running",
+        return self._move(run_id, token, Q.RUNNING,
                           sets=", started_at = coalesce(started_at, ?)", params=(self._now(),))
 
     def park(self, run_id: str, token: str, *, code: str | None = None,
@@ -294,14 +307,14 @@ class QueueOps(StoreBase):
         person acts (``claim_by_id`` still can, which is what ``resume`` does).
         """
         if code is None:
-            return self._move(run_id, token, "parked")
+            return self._move(run_id, token, Q.PARKED)
         validate_key(code, "error code")
         safe = safe_error_message(message or code)
-        return self._move(run_id, token, "parked", sets=", error_code = ?, error_message = ?",
+        return self._move(run_id, token, Q.PARKED, sets=", error_code = ?, error_message = ?",
                           params=(code, safe), payload={"errorCode": code})
 
     def finish(self, run_id: str, token: str) -> QueueRow:
-        return self._move(run_id, token, "done")
+        return self._move(run_id, token, Q.DONE)
 
     def fail(self, run_id: str, token: str, code: str, message: str) -> QueueRow:
         """``starting|running -> failed`` with a safe, bounded error.
@@ -311,7 +324,7 @@ class QueueOps(StoreBase):
         """
         validate_key(code, "error code")
         safe = safe_error_message(message)
-        return self._move(run_id, token, "failed", sets=", error_code = ?, error_message = ?",
+        return self._move(run_id, token, Q.FAILED, sets=", error_code = ?, error_message = ?",
                           params=(code, safe), payload={"errorCode": code})
 
     def cancel(self, run_id: str, token: str | None = None) -> QueueRow:
@@ -323,8 +336,8 @@ class QueueOps(StoreBase):
         """
         # The state is read inside the move's transaction: a run that becomes
         # running meanwhile is not cancelled without its owner's token.
-        return self._move(run_id, token, "cancelled", sets=", error_code = 'cancelled'",
-                          token_states=("running",))
+        return self._move(run_id, token, Q.CANCELLED, sets=", error_code = 'cancelled'",
+                          token_states=frozenset({Q.RUNNING}))
 
     def request_cancel(self, run_id: str) -> QueueRow:
         """Flag a starting or running run; its owner cancels it at its next renewal.
@@ -336,7 +349,7 @@ class QueueOps(StoreBase):
         now = self._now()
         with self._db.transaction() as tx:
             row = _load(tx, run_id)
-            if row.state not in ("starting", "running"):
+            if row.state not in CLAIMED:
                 raise TransitionRefused(f"run {run_id} is {row.state}, not running")
             if tx.execute("UPDATE workflow_run_queue SET cancel_requested = 1, updated_at = ?"
                           " WHERE run_id = ? AND state = ?", (now, run_id, row.state)) != 1:
@@ -357,17 +370,18 @@ class QueueOps(StoreBase):
         now = self._now()
         with self._db.transaction() as tx:
             row = self._owned(tx, run_id, token, now) if token else _load(tx, run_id)
-            if row.state != "starting" or (token is None and (row.lease_expires_at or 0) > now):
+            if row.state != Q.STARTING or (token is None and (row.lease_expires_at or 0) > now):
                 raise TransitionRefused(f"run {run_id} is not a starting run with an expired lease"
                                         if token is None else f"run {run_id} is not starting")
+            check_transition(run_id, row.state, Q.QUEUED)
             changed = tx.execute(
-                "UPDATE workflow_run_queue SET state = 'queued', runner_id = NULL,"
+                "UPDATE workflow_run_queue SET state = ?, runner_id = NULL,"
                 " claim_token = NULL, lease_expires_at = NULL, updated_at = ?"
-                " WHERE run_id = ? AND state = 'starting' AND claim_token IS ?",
-                (now, run_id, row.claim_token))
+                " WHERE run_id = ? AND state = ? AND claim_token IS ?",
+                (Q.QUEUED, now, run_id, row.state, row.claim_token))
             if changed != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
-            self._event(tx, run_id, "queued", now, {"from": "starting", "reason": reason})
+            self._event(tx, run_id, Q.QUEUED, now, {"from": Q.STARTING, "reason": reason})
             return _load(tx, run_id)
 
     def renew(self, run_id: str, token: str) -> Renewal:
@@ -393,10 +407,10 @@ class QueueOps(StoreBase):
         now = self._now()
         with self._db.transaction() as tx:
             row = self._owned(tx, run_id, token, now)
-            if row.parent_run_id is None or row.state != "starting":
+            if row.parent_run_id is None or row.state != Q.STARTING:
                 raise TransitionRefused(f"run {run_id} is not an unstarted continuation")
-            if tx.execute("DELETE FROM workflow_run_queue WHERE run_id = ? AND state = 'starting'"
-                          " AND claim_token = ?", (run_id, token)) != 1:
+            if tx.execute("DELETE FROM workflow_run_queue WHERE run_id = ? AND state = ?"
+                          " AND claim_token = ?", (run_id, Q.STARTING, token)) != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
             self._event(tx, run_id, "deleted", now, {"parentRunId": row.parent_run_id})
 

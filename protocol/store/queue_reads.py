@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from ..limits import validate_run_id
+from ..states import ACTIVE, QUEUE_STATES, sql_list
 from .base import StoreBase
 from .records import QueueRow
-from .schema import QUEUE_STATES
 
 
 class QueueReads(StoreBase):
@@ -35,5 +35,5 @@ class QueueReads(StoreBase):
         """The session's one active (queued/starting/running) run, if any."""
         with self._db.transaction(write=False) as tx:
             row = tx.one("SELECT * FROM workflow_run_queue WHERE origin_session = ? AND state IN"
-                         " ('queued', 'starting', 'running')", (session,))
+                         f" {sql_list(ACTIVE)}", (session,))
         return None if row is None else QueueRow.from_row(row)

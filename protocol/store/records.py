@@ -1,6 +1,6 @@
 """Typed records returned by the store (plain data, no behaviour).
 
-Imports nothing from the package except the schema constants.
+Imports nothing from the package but ``protocol.states``.
 """
 
 from __future__ import annotations
@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from ..states import QueueState
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,7 @@ class QueueRow:
     source_path: str
     source_sha256: str
     definition_digest: str
-    state: str
+    state: QueueState
     origin_session: str | None
     runner_affinity: str | None
     runner_id: str | None
@@ -48,6 +50,7 @@ class QueueRow:
         data = dict(row)
         data["has_private_input"] = data.pop("private_input", None) is not None
         data["cancel_requested"] = bool(data["cancel_requested"])
+        data["state"] = QueueState(data["state"])
         return cls(**data)
 
     def public(self) -> dict[str, Any]:
@@ -78,8 +81,8 @@ class Claim:
     runner_id: str
     token: str
     lease_expires_at: int
-    state: str
-    previous_state: str
+    state: QueueState
+    previous_state: QueueState
 
 
 @dataclass(frozen=True)

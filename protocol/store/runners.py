@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..errors import NotFound
 from ..limits import validate_key
+from ..states import CLAIMED, QueueState, check_transfer, sql_list
 from .base import StoreBase, new_token
 from .records import Claim, RunnerRow
 
@@ -74,10 +75,11 @@ class RunnerOps(StoreBase):
                        (dead.runner_id, dead.pid, dead.pid_start_time))
             rows = tx.all(
                 "SELECT run_id, state, claim_token FROM workflow_run_queue WHERE runner_id = ?"
-                " AND state IN ('starting', 'running')"
-                + (" AND NOT (state = 'starting' AND origin_session IS NOT NULL)" if as_host
-                   else "") + " ORDER BY created_at, run_id", (dead.runner_id,))
+                f" AND state IN {sql_list(CLAIMED)}"
+                + (f" AND NOT (state = '{QueueState.STARTING}' AND origin_session IS NOT NULL)"
+                   if as_host else "") + " ORDER BY created_at, run_id", (dead.runner_id,))
             for row in rows:
+                check_transfer(row["run_id"], row["state"])
                 token = new_token()
                 lease = now + self.lease_ms
                 changed = tx.execute(
@@ -91,6 +93,6 @@ class RunnerOps(StoreBase):
                 self._event(tx, row["run_id"], "claim_taken_over", now, {
                     "runnerId": new_runner_id, "from": row["state"],
                     "previousRunner": dead.runner_id, "reason": "runner_dead"})
-                claims.append(Claim(row["run_id"], new_runner_id, token, lease, row["state"],
-                                    row["state"]))
+                state = QueueState(row["state"])
+                claims.append(Claim(row["run_id"], new_runner_id, token, lease, state, state))
         return claims

@@ -1,16 +1,13 @@
 """The store's DDL, verbatim: the one definition of ``pi-workflows.store.v1``.
 
 No migrations in alpha: any other layout is refused on open (see db.py).
-Imports nothing.
+The DDL spells queue states as SQL text; a test holds it to
+``protocol.states``. Imports nothing.
 """
 
 from __future__ import annotations
 
 SCHEMA_ID = "pi-workflows.store.v1"
-
-QUEUE_STATES = ("queued", "starting", "running", "parked", "done", "failed", "cancelled")
-CLAIMED_STATES = ("starting", "running")
-TERMINAL_STATES = ("done", "failed", "cancelled")
 
 SCHEMA_STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE store_meta (

@@ -11,14 +11,23 @@ from typing import Any
 
 import pytest
 from pi_workflows.protocol.errors import ClaimLost, TransitionRefused
-from pi_workflows.protocol.store import QUEUE_STATES, Store
-from pi_workflows.protocol.store.base import TRANSITIONS
+from pi_workflows.protocol.states import QUEUE_STATES, TRANSITIONS, allowed
+from pi_workflows.protocol.store import Store
 
 from tests.conftest import FakeClock
 
 from ._helpers import SOURCE, events, put_in_state, raw_row, snapshot
 
 LEASE = 30_000
+
+# Seed 002's "State transitions", spelled out here independently of the code.
+SEED = frozenset({
+    ("queued", "starting"), ("queued", "cancelled"),
+    ("starting", "running"), ("starting", "failed"), ("starting", "cancelled"),
+    ("starting", "queued"),
+    ("running", "parked"), ("running", "done"), ("running", "failed"), ("running", "cancelled"),
+    ("parked", "starting"), ("parked", "cancelled"),
+})
 
 # ---- allowed transitions ------------------------------------------------
 
@@ -153,7 +162,10 @@ def test_parked_to_cancelled(store: Store) -> None:
 
 
 def test_allowed_set_is_the_seed() -> None:
-    assert len(TRANSITIONS) == 12
+    assert {(str(a), str(b)) for a, b in TRANSITIONS} == SEED
+    assert [str(s) for s in QUEUE_STATES] == ["queued", "starting", "running", "parked", "done",
+                                              "failed", "cancelled"]
+    assert all(allowed(a, b) == ((a, b) in SEED) for a in QUEUE_STATES for b in QUEUE_STATES)
 
 
 # ---- disallowed transitions ---------------------------------------------------
@@ -172,8 +184,8 @@ ATTEMPTS: dict[str, Attempt] = {
 }
 
 DISALLOWED = sorted(
-    (a, b) for a in QUEUE_STATES for b in QUEUE_STATES
-    if a != b and (a, b) not in TRANSITIONS
+    (str(a), str(b)) for a in QUEUE_STATES for b in QUEUE_STATES
+    if a != b and (a, b) not in SEED
 )
 
 

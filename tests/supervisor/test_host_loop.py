@@ -1,8 +1,8 @@
-"""The host's supervisor pass, driven one ``loop_once`` at a time over fake workers.
+"""The host's supervisor pass, driven one ``loop_once`` at a time over a fake OS.
 
-Workers are replaced by handles whose exit codes the test sets (the fake OS
-layer); the store, the lock and the clock are real or injected. No threads,
-no sleeps.
+Workers are fake processes whose exit codes the test sets; time (both the
+lease clock and the monotonic clock) moves only when the test says so; the
+store and the lock are real. No threads, no sleeps, no real processes.
 """
 
 from __future__ import annotations
@@ -10,20 +10,31 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim, RunSource, Store
 from pi_workflows.protocol.wire import WorkerExit
-from pi_workflows.supervisor import host as host_mod
 from pi_workflows.supervisor.host import Host
-from pi_workflows.supervisor.workers import WorkerHandle
+from pi_workflows.supervisor.workers import EDGES, Phase, PhaseError, WorkerHandle
 
 from ..conftest import FakeClock
 
 
+class FakeMonotonic:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class FakeProc:
-    """Stands in for a worker's Popen: exits with ``code`` when the test says so."""
+    """Stands in for a worker process: exits with ``code`` when the test says so."""
 
     next_pid = 4_000_000
 
@@ -39,31 +50,57 @@ class FakeProc:
     def wait(self, timeout: float | None = None) -> int:
         return self.code if self.code is not None else -9
 
+    def send_group(self, sig: int) -> bool:
+        self.signals.append(sig)
+        if sig == signal.SIGKILL and self.code is None:
+            self.code = -9
+        return True
 
-class Workers:
-    """What the host spawned, and how each fake worker will end."""
+    def hand_off(self, line: bytes) -> bool:
+        return True
+
+
+class FakeOs:
+    """What the host spawned and killed, and how each fake worker will end."""
 
     def __init__(self) -> None:
         self.exit_code: int | None = WorkerExit.CRASHED
         self.spawned: list[WorkerHandle] = []
+        self.kills: list[list[Any]] = []
+        self.leftovers: list[Any] = []  # what run_processes reports
 
-    def spawn(self, claim: Claim, **_: object) -> WorkerHandle:
-        handle = WorkerHandle(claim, FakeProc(self.exit_code))  # type: ignore[arg-type]
+    def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
+        handle = WorkerHandle(claim, FakeProc(self.exit_code), now)
         self.spawned.append(handle)
         return handle
 
+    def spawn_standby(self, **_: object) -> FakeProc:
+        raise AssertionError("the standby is off in these tests")
+
+    def run_processes(self, project_key: str, runner_id: str,
+                      run_id: str | None = None) -> list[Any]:
+        return list(self.leftovers)
+
+    def orphans(self, runs_dir: Path, project_key: str, live: set[str]) -> list[Any]:
+        return []
+
+    def kill(self, procs: list[Any]) -> int:
+        self.kills.append(list(procs))
+        return len(procs)
+
+
+Rig = tuple[Host, FakeOs, FakeMonotonic]
+
 
 @pytest.fixture
-def rig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Host, Workers]]:
-    workers = Workers()
-    monkeypatch.setattr(host_mod, "spawn_worker", workers.spawn)
-    monkeypatch.setattr(WorkerHandle, "signal",
-                        lambda self, sig: self.proc.signals.append(sig) or True)
-    settings = load_settings(restart_backoff_s=0, crash_limit=3, lease_ms=10_000)
-    host = Host(resolve_paths(settings, tmp_path), settings, concurrency=2,
-                clock=FakeClock(), use_standby=False)
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    fake_os, mono = FakeOs(), FakeMonotonic()
+    settings = load_settings(restart_backoff_s=0, crash_limit=3, crash_window_s=60,
+                             lease_ms=10_000, drain_grace_s=10, hung_kill_after_s=5)
+    host = Host(resolve_paths(settings, tmp_path), settings, concurrency=2, clock=FakeClock(),
+                monotonic=mono, os_layer=fake_os, use_standby=False)
     host.start()
-    yield host, workers
+    yield host, fake_os, mono
     host.shutdown()
 
 
@@ -71,21 +108,62 @@ def _enqueue(store: Store, run_id: str) -> None:
     store.enqueue_detached(run_id, RunSource("w", "/w.workflow.py", "ab" * 32, "sha256:x"), {})
 
 
-def test_a_crashing_worker_is_restarted_then_the_run_fails_past_the_budget(
-        rig: tuple[Host, Workers]) -> None:
-    host, workers = rig
+def _proc(handle: WorkerHandle) -> FakeProc:
+    assert isinstance(handle.proc, FakeProc)
+    return handle.proc
+
+
+def test_a_crashing_worker_is_restarted_then_the_run_fails_past_the_budget(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.leftovers = ["shell-child"]
     _enqueue(host.store, "r1")
     for _ in range(6):
         host.loop_once()
     row = host.store.get("r1")
     assert row is not None and row.state == "failed" and row.error_code == "worker_crash_loop"
-    assert len(workers.spawned) == 3  # the first start and two restarts
+    assert len(fake_os.spawned) == 3  # the first start and two restarts
     assert not host.workers and not host.pending
+    # Each crash had the run's leftover processes killed before anything reran.
+    assert fake_os.kills.count(["shell-child"]) == 3
+    assert all(h.phase == Phase.EXITED for h in fake_os.spawned)
 
 
-def test_a_clean_exit_that_left_the_claim_is_a_crash(rig: tuple[Host, Workers]) -> None:
-    host, workers = rig
-    workers.exit_code = WorkerExit.FINISHED  # but nothing settled the row
+def test_crashes_outside_the_window_do_not_count(rig: Rig) -> None:
+    host, fake_os, mono = rig
+    _enqueue(host.store, "r1")
+    for _ in range(12):
+        host.loop_once()
+        mono.advance(61)  # each crash falls out of the 60 s window before the next
+        host.clock.advance(1)  # type: ignore[attr-defined]
+    row = host.store.get("r1")
+    assert row is not None and row.state != "failed", row
+    assert len(fake_os.spawned) >= 4 and len(host.crashes["r1"]) == 1
+
+
+def test_restart_backoff_doubles_on_the_monotonic_clock(tmp_path: Path) -> None:
+    fake_os, mono = FakeOs(), FakeMonotonic()
+    settings = load_settings(restart_backoff_s=2, crash_limit=5, lease_ms=60_000)
+    host = Host(resolve_paths(settings, tmp_path), settings, concurrency=1, clock=FakeClock(),
+                monotonic=mono, os_layer=fake_os, use_standby=False)
+    host.start()
+    try:
+        _enqueue(host.store, "r1")
+        host.loop_once()  # start
+        host.loop_once()  # reap crash 1: restart due in 2 s
+        assert host.pending["r1"].due == mono.now + 2
+        host.loop_once()
+        assert len(fake_os.spawned) == 1  # not yet
+        mono.advance(2)
+        host.loop_once()  # restart
+        host.loop_once()  # reap crash 2: due in 4 s
+        assert len(fake_os.spawned) == 2 and host.pending["r1"].due == mono.now + 4
+    finally:
+        host.shutdown()
+
+
+def test_a_clean_exit_that_left_the_claim_is_a_crash(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = WorkerExit.FINISHED  # but nothing settled the row
     _enqueue(host.store, "r1")
     for _ in range(6):
         host.loop_once()
@@ -93,39 +171,104 @@ def test_a_clean_exit_that_left_the_claim_is_a_crash(rig: tuple[Host, Workers]) 
     assert row is not None and row.error_code == "worker_crash_loop"
 
 
-def test_a_boot_error_fails_the_run_without_a_restart(rig: tuple[Host, Workers]) -> None:
-    host, workers = rig
-    workers.exit_code = WorkerExit.BOOT_ERROR
+def test_a_boot_error_fails_the_run_without_a_restart(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = WorkerExit.BOOT_ERROR
     _enqueue(host.store, "r1")
     host.loop_once()
     host.loop_once()
     row = host.store.get("r1")
     assert row is not None and row.state == "failed" and row.error_code == "worker_boot_error"
-    assert len(workers.spawned) == 1
+    assert len(fake_os.spawned) == 1
 
 
-def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: tuple[Host, Workers]) -> None:
-    host, workers = rig
-    workers.exit_code = None  # runs forever and never renews
+def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = None  # runs forever and never renews
     _enqueue(host.store, "r1")
     host.loop_once()
     first = host.workers["r1"]
+    _proc(first).code = None
     assert host.store.get("r1").claim_token == first.claim.token  # type: ignore[union-attr]
     host.clock.advance(host.settings.lease_ms + 1)  # type: ignore[attr-defined]
+    _proc(first).send_group = lambda sig: _proc(first).signals.append(sig) or True  # type: ignore[method-assign]
     host.loop_once()
-    assert signal.SIGKILL in first.proc.signals  # type: ignore[attr-defined]
+    assert signal.SIGKILL in _proc(first).signals
     second = host.workers["r1"]
-    assert second is not first and first in host.retiring
+    assert second is not first and first in host.retiring and first.phase == Phase.RETIRING
     row = host.store.get("r1")
     assert row is not None and row.claim_token == second.claim.token != first.claim.token
+    _proc(first).code = -9
+    host.loop_once()
+    assert first not in host.retiring and first.phase == Phase.EXITED
 
 
-def test_concurrency_is_a_ceiling(rig: tuple[Host, Workers]) -> None:
-    host, workers = rig
-    workers.exit_code = None
+def test_concurrency_is_a_ceiling(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = None
     for i in range(5):
         _enqueue(host.store, f"r{i}")
     host.loop_once()
     host.loop_once()
-    assert len(host.workers) == 2 and len(workers.spawned) == 2
+    assert len(host.workers) == 2 and len(fake_os.spawned) == 2
     assert [r.state for r in host.store.list_runs()].count("queued") == 3
+
+
+def test_a_drain_waits_its_grace_then_kills(rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.exit_code = None
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    worker = host.workers["r1"]
+    host.request_stop()
+    assert worker.phase == Phase.STOPPING and _proc(worker).signals == [signal.SIGTERM]
+    # The fake ignores SIGKILL only in this test, to see the phase held.
+    _proc(worker).send_group = lambda sig: _proc(worker).signals.append(sig) or True  # type: ignore[method-assign]
+    mono.advance(9.9)
+    host.loop_once()
+    assert signal.SIGKILL not in _proc(worker).signals  # inside the 10 s drain grace
+    mono.advance(0.2)
+    host.loop_once()
+    assert _proc(worker).signals[-1] == signal.SIGKILL and worker.phase == Phase.KILLED
+    assert not fake_os.spawned[1:]  # nothing new is started while draining
+
+
+def test_a_worker_that_lingers_after_releasing_its_run_is_stopped(rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.exit_code = None
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    worker = host.workers["r1"]
+    host.store.mark_running("r1", worker.claim.token)
+    host.store.finish("r1", worker.claim.token)  # the worker settled its run itself
+    host.loop_once()
+    assert worker.phase == Phase.LINGERING and not _proc(worker).signals
+    mono.advance(4.9)
+    host.loop_once()
+    assert not _proc(worker).signals  # still inside hung_kill_after_s
+    mono.advance(0.2)
+    host.loop_once()
+    assert worker.phase == Phase.STOPPING and _proc(worker).signals == [signal.SIGTERM]
+
+
+def test_a_worker_becomes_running_once_its_run_is_running(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = None
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    worker = host.workers["r1"]
+    assert worker.phase == Phase.STARTING
+    host.store.mark_running("r1", worker.claim.token)
+    host.loop_once()
+    assert worker.phase == Phase.RUNNING
+
+
+def test_phase_edges_are_checked() -> None:
+    claim = Claim("r1", "h", "t", 0, "starting", "queued")  # type: ignore[arg-type]
+    handle = WorkerHandle(claim, FakeProc(None), 0.0)
+    handle.change(Phase.EXITED, 1.0)
+    with pytest.raises(PhaseError):
+        handle.change(Phase.RUNNING, 2.0)  # nothing comes back from exited
+    assert EDGES[Phase.EXITED] == frozenset()
+    assert all(Phase.EXITED in EDGES[p] for p in Phase if p != Phase.EXITED)
+    assert Phase.STARTING not in set().union(*EDGES.values())

@@ -1,0 +1,58 @@
+"""The operating system as a runner sees it: start workers, find and kill processes.
+
+Owns the seam between the supervisor's decisions and the real OS. ``OsLayer``
+is what the host and the session runner call; ``RealOs`` does it with
+subprocesses, process groups and psutil; unit tests pass a fake one, so
+crash loops, drains and hung workers are driven without real processes.
+Imports ``protocol`` and the supervisor's spawning and reaping modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import psutil
+
+from ..protocol.store import Claim
+from .reaper import find_orphans, find_run_processes, kill_processes
+from .workers import Proc, WorkerHandle, spawn_standby, spawn_worker
+
+
+class OsLayer(Protocol):
+    def spawn_worker(self, claim: Claim, *, project: Path, project_key: str, runner_id: str,
+                     config_json: str, now: float) -> WorkerHandle: ...
+
+    def spawn_standby(self, *, project: Path, project_key: str, runner_id: str,
+                      config_json: str) -> Proc: ...
+
+    def run_processes(self, project_key: str, runner_id: str,
+                      run_id: str | None = None) -> list[psutil.Process]: ...
+
+    def orphans(self, runs_dir: Path, project_key: str,
+                live_runners: set[str]) -> list[psutil.Process]: ...
+
+    def kill(self, procs: list[psutil.Process]) -> int: ...
+
+
+class RealOs:
+    def spawn_worker(self, claim: Claim, *, project: Path, project_key: str, runner_id: str,
+                     config_json: str, now: float) -> WorkerHandle:
+        return spawn_worker(claim, project=project, project_key=project_key,
+                            runner_id=runner_id, config_json=config_json, now=now)
+
+    def spawn_standby(self, *, project: Path, project_key: str, runner_id: str,
+                      config_json: str) -> Proc:
+        return spawn_standby(project=project, project_key=project_key, runner_id=runner_id,
+                             config_json=config_json)
+
+    def run_processes(self, project_key: str, runner_id: str,
+                      run_id: str | None = None) -> list[psutil.Process]:
+        return find_run_processes(project_key, runner_id, run_id)
+
+    def orphans(self, runs_dir: Path, project_key: str,
+                live_runners: set[str]) -> list[psutil.Process]:
+        return find_orphans(runs_dir, project_key, live_runners)
+
+    def kill(self, procs: list[psutil.Process]) -> int:
+        return kill_processes(procs)
