@@ -21,7 +21,7 @@ from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolv
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.routing import RoutingError, next_node, routes_failures
-from ..protocol.validation import OutputError, check_output
+from ..protocol.values import OutputError, check_output
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore

@@ -20,7 +20,7 @@ from pi_workflows import (
     switch,
 )
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.protocol.validation import OutputError, apply_input, check_output
+from pi_workflows.protocol.values import OutputError, apply_input, check_output
 
 
 def fn(ctx: Any) -> dict[str, int]:
