@@ -2,9 +2,10 @@
 
 Owns: the rules a definition must follow (one specific sentence per problem,
 every problem reported at once) and the workflow and node name rules. The
-run-time checks on input and outputs live in ``protocol.values``. Imports
-``protocol.definition`` and ``protocol.routing``; must not import ``worker`` or
-``supervisor``.
+run-time checks on input and outputs live in ``protocol.values``; building a
+workflow (``define_workflow``) in ``protocol.define``, which calls these
+rules. Imports ``protocol.definition`` and ``protocol.routing``; must not
+import ``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
