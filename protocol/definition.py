@@ -7,14 +7,14 @@ a definition (``outgoing``, ``resolve_value``, ``resolve_timeout``,
 ``snapshot``, ``definition_digest``). A leaf of the definition modules:
 checking (``protocol.validation``), routing (``protocol.routing``) and
 building (``protocol.define``) import it, never the reverse. Imports only
-``protocol.errors``; must not import ``worker`` or ``supervisor``.
+``protocol.errors`` and ``protocol.jsonenc``; must not import ``worker`` or
+``supervisor``.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import math
 import os
 import threading
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from .errors import UsageError
+from .jsonenc import canonical_json
 
 SNAPSHOT_SCHEMA = "pi-workflows.workflow.v1"
 DEFAULT_TIMEOUT_S = 900.0
@@ -365,11 +366,6 @@ def snapshot(workflow: Workflow) -> dict[str, Any]:
         "nodes": [_node_snapshot(node) for node in workflow.nodes.values()],
         "edges": [_edge_snapshot(item) for item in workflow.edges],
     }
-
-
-def canonical_json(value: Any) -> str:
-    """The one canonical encoding used for digests."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def definition_digest(workflow: Workflow) -> str:

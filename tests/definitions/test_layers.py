@@ -9,7 +9,8 @@ PROTOCOL = Path(__file__).resolve().parents[2] / "protocol"
 
 # Each module and the package modules it may import, lowest layer first.
 LAYERS: dict[str, set[str]] = {
-    "definition": {"errors"},
+    "jsonenc": set(),
+    "definition": {"errors", "jsonenc"},
     "routing": {"definition", "errors"},
     "values": {"definition", "errors"},
     "validation": {"definition", "routing"},
