@@ -4,8 +4,9 @@ Owns: the rules a definition must follow (one specific sentence per problem,
 every problem reported at once) and the workflow and node name rules. The
 run-time checks on input and outputs live in ``protocol.values``; building a
 workflow (``define_workflow``) in ``protocol.define``, which calls these
-rules. Imports ``protocol.definition`` and ``protocol.routing``; must not
-import ``worker`` or ``supervisor``.
+rules. Imports ``protocol.definition``, ``protocol.routing`` and
+``protocol.commands`` (the reserved command words); must not import
+``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .commands import COMMAND_WORDS
 from .definition import (
     NODE_TYPES,
     NOTIFY_KINDS,
@@ -31,11 +33,6 @@ from .routing import is_scalar, parse_path
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 NAME_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
-RESERVED_NAMES = frozenset({
-    "answer", "cancel", "list", "pause", "resume", "status",
-    "host", "run", "start", "activate", "workflows", "validate", "watch", "sync", "paths",
-    "help",
-})
 _NODE_HELP = "build nodes with compute(), action(), shell(), agent(), notify() or checkpoint()"
 
 
@@ -45,7 +42,7 @@ def name_problems(name: object) -> list[str]:
         return [f"workflow name must be a string, got {type(name).__name__}"]
     if not NAME_RE.match(name):
         return [f"workflow name {name!r} is invalid: {NAME_RULE}"]
-    if name.lower() in RESERVED_NAMES:
+    if name.lower() in COMMAND_WORDS:
         return [f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
                 " choose another name"]
     return []

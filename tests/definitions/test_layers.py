@@ -13,7 +13,8 @@ LAYERS: dict[str, set[str]] = {
     "definition": {"errors", "jsonenc"},
     "routing": {"definition", "errors"},
     "values": {"definition", "errors"},
-    "validation": {"definition", "routing"},
+    "commands": set(),
+    "validation": {"commands", "definition", "routing"},
     "define": {"definition", "validation"},
 }
 

@@ -19,6 +19,7 @@ from pi_workflows import (
     shell,
     switch,
 )
+from pi_workflows.protocol.commands import COMMAND_WORDS
 from pi_workflows.protocol.errors import UsageError
 from pi_workflows.protocol.values import OutputError, apply_input, check_output
 
@@ -188,6 +189,16 @@ def test_invalid_definition_names_the_problem(
     assert expected in caught.value.problems, caught.value.problems
     assert caught.value.code == "workflow_invalid"
     assert isinstance(caught.value, UsageError)
+
+
+@pytest.mark.parametrize("word", COMMAND_WORDS)
+def test_every_command_word_is_a_reserved_workflow_name(word: str) -> None:
+    for name in (word, word.upper()):
+        with pytest.raises(DefinitionError) as caught:
+            define_workflow(**base(name=name))
+        assert caught.value.problems == [
+            f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
+            " choose another name"]
 
 
 def test_cases_are_distinct() -> None:
