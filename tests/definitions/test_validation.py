@@ -21,6 +21,7 @@ from pi_workflows import (
 )
 from pi_workflows.protocol.commands import COMMAND_WORDS
 from pi_workflows.protocol.errors import UsageError
+from pi_workflows.protocol.routing import next_node
 from pi_workflows.protocol.values import OutputError, apply_input, check_output
 
 
@@ -273,11 +274,13 @@ def test_loops_are_allowed_and_name_may_be_omitted() -> None:
     assert wf.name is None
 
 
-def test_whole_output_paths_are_allowed() -> None:
-    define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
-                    edges=[switch("a", "$", {"go": "b"})])
-    define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
-                    edges=[switch("a", "$output", {"go": "b"})])
+@pytest.mark.parametrize("path", ["$", "$output"])
+def test_whole_output_paths_are_allowed(path: str) -> None:
+    item = switch("a", path, {"go": "b"})
+    wf = define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
+                         edges=[item])
+    assert wf.edges == (item,)
+    assert next_node(wf, "a", "go", None) == "b"  # the switch reads the whole output
 
 
 def test_check_output_accepts_json_and_normalises_tuples() -> None:
