@@ -4,11 +4,13 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definition`` only and must not import ``worker`` or ``supervisor``.
+``protocol.definition`` and ``protocol.define`` only and must not import
+``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
 
+from .protocol.define import define_workflow
 from .protocol.definition import (
     DEFAULT,
     DefinitionError,
@@ -18,7 +20,6 @@ from .protocol.definition import (
     agent,
     checkpoint,
     compute,
-    define_workflow,
     definition_digest,
     edge,
     notify,

@@ -19,10 +19,11 @@ from typing import Any
 from filelock import FileLock
 
 from .artifacts import ArtifactDir, externalize, internalize
-from .atomic import append_line, canonical_json, read_json, write_atomic, write_json_atomic
+from .atomic import append_line, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError
 from .fence import ClaimVerifier, bundle_lock, fenced
+from .jsonenc import compact_json
 from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .states import SETTLED_STATUSES
@@ -254,7 +255,7 @@ class BundleWriter:
             if attempt_id is not None:
                 event["attemptId"] = attempt_id
             event["payload"] = self._externalize(payload, sync)
-            append_line(self.bundle.trace_path, (canonical_json(event) + "\n").encode(),
+            append_line(self.bundle.trace_path, (compact_json(event) + "\n").encode(),
                         sync=sync)
             self.seq = seq
             self._write_state_and_manifest(state, sync=sync)

@@ -2,17 +2,19 @@
 
 Owns: node and edge dataclasses, ``Workflow``, ``NodeContext`` (built by the
 engine, handed to author callables), the ``DEFAULT`` timeout sentinel,
-``define_workflow`` and the pure helpers over a definition (``outgoing``,
-``resolve_timeout``, ``snapshot``, ``definition_digest``). Checking lives in
-``protocol.validation`` (imported lazily to avoid a cycle); routing in
-``protocol.routing``. Must not import ``worker`` or ``supervisor``.
+``DefinitionError``, the node and edge constructors and the pure helpers over
+a definition (``outgoing``, ``resolve_value``, ``resolve_timeout``,
+``snapshot``, ``definition_digest``). A leaf of the definition modules:
+checking (``protocol.validation``), routing (``protocol.routing``) and
+building (``protocol.define``) import it, never the reverse. Imports only
+``protocol.errors`` and ``protocol.jsonenc``; must not import ``worker`` or
+``supervisor``.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import math
 import os
 import threading
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 from .errors import UsageError
+from .jsonenc import canonical_json
 
 SNAPSHOT_SCHEMA = "pi-workflows.workflow.v1"
 DEFAULT_TIMEOUT_S = 900.0
@@ -199,7 +202,7 @@ class Workflow:
 
 
 # --- constructors -------------------------------------------------------------
-# They never raise: ``define_workflow`` reports every problem at once.
+# They never raise: ``define_workflow`` (protocol.define) reports every problem at once.
 
 
 def compute(
@@ -259,34 +262,6 @@ def switch(
 ) -> SwitchEdge:
     """A branching edge on ``$.path`` / ``$output.path`` / ``$result.path``."""
     return SwitchEdge(source, on, dict(cases) if isinstance(cases, Mapping) else cases, default)
-
-
-def define_workflow(
-    *, name: str | None = None, start_at: str, nodes: Sequence[Node],
-    edges: Sequence[AnyEdge] = (), input: Callable[[Any], Any] | None = None,
-    max_steps: int = DEFAULT_MAX_STEPS, timeout: float | None = DEFAULT_TIMEOUT_S,
-    description: str = "",
-) -> Workflow:
-    """Build and validate a workflow; raises ``DefinitionError`` listing every problem."""
-    from .validation import workflow_problems  # local: validation imports this module
-
-    node_list = list(nodes) if isinstance(nodes, list | tuple) else nodes
-    edge_list = list(edges) if isinstance(edges, list | tuple) else edges
-    by_id: dict[str, Node] = {}
-    if isinstance(node_list, list):
-        for node in node_list:
-            node_id = getattr(node, "id", None)
-            if isinstance(node, NODE_TYPES) and isinstance(node_id, str):
-                by_id.setdefault(node_id, node)
-    workflow = Workflow(
-        name=name, start_at=start_at, nodes=by_id,
-        edges=tuple(edge_list) if isinstance(edge_list, list) else (),
-        input=input, max_steps=max_steps, timeout=timeout, description=description,
-    )
-    problems = workflow_problems(workflow, raw_nodes=node_list, raw_edges=edge_list)
-    if problems:
-        raise DefinitionError(problems)
-    return workflow
 
 
 # --- helpers over a definition ------------------------------------------------
@@ -391,11 +366,6 @@ def snapshot(workflow: Workflow) -> dict[str, Any]:
         "nodes": [_node_snapshot(node) for node in workflow.nodes.values()],
         "edges": [_edge_snapshot(item) for item in workflow.edges],
     }
-
-
-def canonical_json(value: Any) -> str:
-    """The one canonical encoding used for digests."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def definition_digest(workflow: Workflow) -> str:

@@ -20,7 +20,7 @@ from .limits import encode_private_input, validate_run_id
 from .runid import new_run_id
 from .states import RunStatus
 from .store import RunSource
-from .validation import apply_input
+from .values import apply_input
 
 
 @dataclass(frozen=True)

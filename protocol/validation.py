@@ -1,10 +1,12 @@
-"""Checking workflow definitions, run input and node outputs.
+"""Checking workflow definitions.
 
 Owns: the rules a definition must follow (one specific sentence per problem,
-every problem reported at once), workflow and node name rules, run-input
-parsing (``apply_input``) and the JSON check on node outputs
-(``check_output``). Imports ``protocol.definition``, ``protocol.routing`` and
-``protocol.errors``; must not import ``worker`` or ``supervisor``.
+every problem reported at once) and the workflow and node name rules. The
+run-time checks on input and outputs live in ``protocol.values``; building a
+workflow (``define_workflow``) in ``protocol.define``, which calls these
+rules. Imports ``protocol.definition``, ``protocol.routing`` and
+``protocol.commands`` (the reserved command words); must not import
+``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from .commands import COMMAND_WORDS
 from .definition import (
     NODE_TYPES,
     NOTIFY_KINDS,
@@ -26,24 +29,11 @@ from .definition import (
     SwitchEdge,
     Workflow,
 )
-from .errors import UsageError
 from .routing import is_scalar, parse_path
 
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 NAME_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
-RESERVED_NAMES = frozenset({
-    "answer", "cancel", "list", "pause", "resume", "status",
-    "host", "run", "start", "activate", "workflows", "validate", "watch", "sync", "paths",
-    "help",
-})
-MAX_OUTPUT_DEPTH = 200
 _NODE_HELP = "build nodes with compute(), action(), shell(), agent(), notify() or checkpoint()"
-
-
-class OutputError(DefinitionError):
-    """A node produced an output that cannot be stored as JSON."""
-
-    code = "output_invalid"
 
 
 def name_problems(name: object) -> list[str]:
@@ -52,7 +42,7 @@ def name_problems(name: object) -> list[str]:
         return [f"workflow name must be a string, got {type(name).__name__}"]
     if not NAME_RE.match(name):
         return [f"workflow name {name!r} is invalid: {NAME_RULE}"]
-    if name.lower() in RESERVED_NAMES:
+    if name.lower() in COMMAND_WORDS:
         return [f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
                 " choose another name"]
     return []
@@ -314,58 +304,3 @@ def validate_workflow(workflow: Workflow) -> Workflow:
     if problems:
         raise DefinitionError(problems)
     return workflow
-
-
-def _plain(value: Any, where: str, depth: int, node_id: str) -> Any:
-    if depth > MAX_OUTPUT_DEPTH:
-        raise OutputError([f"output of node {node_id!r} is nested deeper than"
-                           f" {MAX_OUTPUT_DEPTH} levels at {where}"])
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise OutputError([f"output of node {node_id!r} has {value!r} at {where};"
-                               " JSON has no NaN or infinity"])
-        return value
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise OutputError([f"output of node {node_id!r} has a non-string key {key!r}"
-                                   f" at {where}; JSON object keys are strings"])
-            out[key] = _plain(item, f"{where}.{key}", depth + 1, node_id)
-        return out
-    if isinstance(value, list | tuple):
-        return [_plain(item, f"{where}.{i}", depth + 1, node_id) for i, item in enumerate(value)]
-    raise OutputError([f"output of node {node_id!r} is not JSON-serialisable: {where} is of"
-                       f" type {type(value).__name__}"])
-
-
-def check_output(node_id: str, value: Any) -> Any:
-    """Return ``value`` as plain JSON data (tuples become lists), or raise OutputError."""
-    return _plain(value, "$", 0, node_id)
-
-
-def apply_input(workflow: Workflow, raw: Any) -> Any:
-    """Parse raw run input with the workflow's ``input`` callable (if any).
-
-    Runs before anything is persisted. A ValueError/TypeError from the parser
-    is the author's rejection message; any failure is a UsageError with code
-    ``input_invalid``. The parsed value must be JSON data.
-    """
-    name = workflow.name or "workflow"
-    parser: Callable[[Any], Any] | None = workflow.input
-    parsed = raw
-    if parser is not None:
-        try:
-            parsed = parser(raw)
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"invalid input for {name!r}: {exc}", code="input_invalid") from None
-        except Exception as exc:
-            raise UsageError(f"the input parser of {name!r} failed: {type(exc).__name__}: {exc}",
-                             code="input_invalid") from None
-    try:
-        return check_output("input", parsed)
-    except OutputError as exc:
-        reason = exc.problems[0].replace("output of node 'input'", "the parsed input")
-        raise UsageError(f"invalid input for {name!r}: {reason}", code="input_invalid") from None

@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ..protocol.atomic import canonical_json
 from ..protocol.errors import ConflictError
+from ..protocol.jsonenc import canonical_json
 from ..protocol.states import Outcome
 from ..protocol.store import Effect
 from .nodes import NodeOutcome

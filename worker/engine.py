@@ -24,7 +24,7 @@ from ..protocol.limits import safe_error_message
 from ..protocol.routing import RoutingError, next_node, routes_failures
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
 from ..protocol.states import END_EVENT, SETTLED_STATUSES, Outcome, QueueState, RunStatus
-from ..protocol.validation import OutputError, check_output
+from ..protocol.values import OutputError, check_output
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore

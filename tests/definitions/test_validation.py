@@ -19,8 +19,10 @@ from pi_workflows import (
     shell,
     switch,
 )
+from pi_workflows.protocol.commands import COMMAND_WORDS
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.protocol.validation import OutputError, apply_input, check_output
+from pi_workflows.protocol.routing import next_node
+from pi_workflows.protocol.values import OutputError, apply_input, check_output
 
 
 def fn(ctx: Any) -> dict[str, int]:
@@ -190,6 +192,16 @@ def test_invalid_definition_names_the_problem(
     assert isinstance(caught.value, UsageError)
 
 
+@pytest.mark.parametrize("word", COMMAND_WORDS)
+def test_every_command_word_is_a_reserved_workflow_name(word: str) -> None:
+    for name in (word, word.upper()):
+        with pytest.raises(DefinitionError) as caught:
+            define_workflow(**base(name=name))
+        assert caught.value.problems == [
+            f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
+            " choose another name"]
+
+
 def test_cases_are_distinct() -> None:
     messages = [expected for _, _, expected in CASES]
     assert len(set(messages)) == len(messages) >= 25
@@ -262,11 +274,13 @@ def test_loops_are_allowed_and_name_may_be_omitted() -> None:
     assert wf.name is None
 
 
-def test_whole_output_paths_are_allowed() -> None:
-    define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
-                    edges=[switch("a", "$", {"go": "b"})])
-    define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
-                    edges=[switch("a", "$output", {"go": "b"})])
+@pytest.mark.parametrize("path", ["$", "$output"])
+def test_whole_output_paths_are_allowed(path: str) -> None:
+    item = switch("a", path, {"go": "b"})
+    wf = define_workflow(start_at="a", nodes=[compute("a", fn), notify("b", "x")],
+                         edges=[item])
+    assert wf.edges == (item,)
+    assert next_node(wf, "a", "go", None) == "b"  # the switch reads the whole output
 
 
 def test_check_output_accepts_json_and_normalises_tuples() -> None:

@@ -22,6 +22,7 @@ from pi_workflows.protocol.bundle import (
 )
 from pi_workflows.protocol.discovery import discover
 from pi_workflows.protocol.errors import LimitError, UsageError
+from pi_workflows.protocol.jsonenc import compact_json
 from pi_workflows.protocol.launch import prepare_run
 from pi_workflows.protocol.limits import validate_run_id
 from pi_workflows.protocol.runid import new_run_id
@@ -75,6 +76,20 @@ def test_long_strings_go_to_content_addressed_artifacts(h: Harness, text: str,
     assert text not in trace and json.dumps(text) not in trace
     finished = [e for e in assert_well_formed(bundle) if e["type"] == "node_finished"]
     assert finished[0]["payload"]["output"]["text"] == ref
+
+
+def test_trace_lines_keep_non_ascii_text_readable(h: Harness) -> None:
+    # Trace lines are for people reading trace.ndjson; only hashes use the
+    # ASCII-escaped canonical encoding.
+    h.write("big", BIG)
+    text = "café ✓ 🙂"
+    run_id = h.launch("big", {"text": text})
+    assert h.execute(run_id).outcome == "completed"
+    raw = h.bundle(run_id).trace_path.read_bytes()
+    assert text.encode() in raw
+    assert b"\\u00e9" not in raw and b"\\ud83d" not in raw
+    for line in raw.decode().splitlines():
+        assert line == compact_json(json.loads(line))  # sorted keys, no spaces
 
 
 def test_bundle_directories_are_0700_and_files_0600(h: Harness) -> None:

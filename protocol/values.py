@@ -1,0 +1,81 @@
+"""Run-time checks on the values a run carries: its parsed input and node outputs.
+
+Owns ``check_output`` (a node's output must be plain JSON data, at most
+``MAX_OUTPUT_DEPTH`` levels deep), ``OutputError`` and ``apply_input`` (the
+workflow's input parser, run before anything is persisted). The rules a
+definition must follow live in ``protocol.validation``. Imports only
+``protocol.definition`` and ``protocol.errors``; must not import ``worker`` or
+``supervisor``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .definition import DefinitionError, Workflow
+from .errors import UsageError
+
+MAX_OUTPUT_DEPTH = 200
+
+
+class OutputError(DefinitionError):
+    """A node produced an output that cannot be stored as JSON."""
+
+    code = "output_invalid"
+
+
+def _plain(value: Any, where: str, depth: int, node_id: str) -> Any:
+    if depth > MAX_OUTPUT_DEPTH:
+        raise OutputError([f"output of node {node_id!r} is nested deeper than"
+                           f" {MAX_OUTPUT_DEPTH} levels at {where}"])
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise OutputError([f"output of node {node_id!r} has {value!r} at {where};"
+                               " JSON has no NaN or infinity"])
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise OutputError([f"output of node {node_id!r} has a non-string key {key!r}"
+                                   f" at {where}; JSON object keys are strings"])
+            out[key] = _plain(item, f"{where}.{key}", depth + 1, node_id)
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain(item, f"{where}.{i}", depth + 1, node_id) for i, item in enumerate(value)]
+    raise OutputError([f"output of node {node_id!r} is not JSON-serialisable: {where} is of"
+                       f" type {type(value).__name__}"])
+
+
+def check_output(node_id: str, value: Any) -> Any:
+    """Return ``value`` as plain JSON data (tuples become lists), or raise OutputError."""
+    return _plain(value, "$", 0, node_id)
+
+
+def apply_input(workflow: Workflow, raw: Any) -> Any:
+    """Parse raw run input with the workflow's ``input`` callable (if any).
+
+    Runs before anything is persisted. A ValueError/TypeError from the parser
+    is the author's rejection message; any failure is a UsageError with code
+    ``input_invalid``. The parsed value must be JSON data.
+    """
+    name = workflow.name or "workflow"
+    parser: Callable[[Any], Any] | None = workflow.input
+    parsed = raw
+    if parser is not None:
+        try:
+            parsed = parser(raw)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"invalid input for {name!r}: {exc}", code="input_invalid") from None
+        except Exception as exc:
+            raise UsageError(f"the input parser of {name!r} failed: {type(exc).__name__}: {exc}",
+                             code="input_invalid") from None
+    try:
+        return check_output("input", parsed)
+    except OutputError as exc:
+        reason = exc.problems[0].replace("output of node 'input'", "the parsed input")
+        raise UsageError(f"invalid input for {name!r}: {reason}", code="input_invalid") from None
