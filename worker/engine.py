@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
@@ -18,7 +19,14 @@ from typing import Any, Protocol, cast
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
 from ..protocol.bundle import BundleCorrupt, BundleWriter
-from ..protocol.definition import NodeContext, Workflow, resolve_timeout, resolve_value, snapshot
+from ..protocol.definition import (
+    EFFECT_KINDS,
+    NodeContext,
+    Workflow,
+    resolve_timeout,
+    resolve_value,
+    snapshot,
+)
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.routing import RoutingError, next_node, routes_failures
@@ -28,7 +36,7 @@ from ..protocol.values import OutputError, check_output
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
-from .nodes import NodeOutcome, Watch
+from .nodes import STOP_GRACE_S, NodeOutcome, Watch
 from .steps import run_step
 
 OnNode = Callable[[str], None]
@@ -60,7 +68,9 @@ class Engine:
     def __init__(self, workflow: Workflow, writer: BundleWriter, effects: EffectStore, *,
                  project_dir: Path, control: Control | None = None,
                  agent: AgentExecutor | None = None, notifier: Notifier | None = None,
-                 session_id: str | None = None, park_grace_s: float = 5.0) -> None:
+                 session_id: str | None = None, park_grace_s: float = 5.0,
+                 stop_grace_s: float = STOP_GRACE_S,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.workflow = workflow
         self.writer = writer
         self.effects = effects
@@ -72,6 +82,8 @@ class Engine:
         self.notifier = notifier
         self.session_id = session_id
         self.park_grace_s = park_grace_s
+        self.stop_grace_s = stop_grace_s
+        self.monotonic = monotonic
         self.state: RunState = {}
         self.on_node: OnNode | None = None  # process titles
         self._write_lock = threading.Lock()
@@ -264,7 +276,8 @@ class Engine:
                 Outcome.FAILED, error_code="timeout_invalid", error=safe_error_message(str(exc))))
             return
         watch = Watch(self.control, stop, timeout_s,
-                      effectful=node.kind in ("action", "shell"), park_grace_s=self.park_grace_s)
+                      effectful=node.kind in EFFECT_KINDS, park_grace_s=self.park_grace_s,
+                      stop_grace_s=self.stop_grace_s, monotonic=self.monotonic)
         outcome = run_step(self, node, ctx, watch, timeout_s, steps)
         if outcome.outcome == Outcome.CANCELLED and self.control.park_requested \
                 and not self.control.cancel_requested:

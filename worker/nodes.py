@@ -21,6 +21,8 @@ from ..protocol.spawn import DEVNULL, PIPE, TimeoutExpired, signal_group, spawn
 from ..protocol.states import Outcome
 from .control import Control
 
+# How long a stopped node gets to finish by itself before it is abandoned (a
+# callable) or its process group is killed (a shell command).
 STOP_GRACE_S = 2.0
 POLL_S = 0.02
 
@@ -46,13 +48,20 @@ def error_outcome(exc: BaseException, code: str = "node_error") -> NodeOutcome:
 
 
 class Watch:
-    """Decides, while a node runs, whether and why it must stop."""
+    """Decides, while a node runs, whether and why it must stop.
+
+    Time comes from ``monotonic`` (tests pass a fake one), and
+    ``stop_grace_s`` is how long the node then gets to stop by itself.
+    """
 
     def __init__(self, control: Control, stop: threading.Event, timeout_s: float | None, *,
-                 effectful: bool, park_grace_s: float) -> None:
+                 effectful: bool, park_grace_s: float, stop_grace_s: float = STOP_GRACE_S,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.control = control
         self.stop = stop
-        start = time.monotonic()
+        self.monotonic = monotonic
+        self.stop_grace_s = stop_grace_s
+        start = monotonic()
         self.deadline = None if timeout_s is None else start + timeout_s
         self.effectful = effectful
         self.park_grace_s = park_grace_s
@@ -63,7 +72,7 @@ class Watch:
         """Return ``timed_out`` or ``cancelled`` once the node must stop."""
         if self.reason:
             return self.reason
-        now = time.monotonic()
+        now = self.monotonic()
         if self.control.cancel_requested:
             self.reason = Outcome.CANCELLED
         elif self.control.park_requested:
@@ -105,7 +114,7 @@ def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -
         reason = watch.check()
         if reason:
             # Give a cooperative callable a moment; a stubborn one is abandoned.
-            done.wait(STOP_GRACE_S)
+            done.wait(watch.stop_grace_s)
             return _stopped(reason, timeout_s)
     if "error" in box:
         return error_outcome(box["error"])
@@ -153,7 +162,7 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
         if reason:
             signal_group(proc, signal.SIGTERM)
             try:
-                proc.wait(STOP_GRACE_S)
+                proc.wait(watch.stop_grace_s)
             except TimeoutExpired:
                 signal_group(proc, signal.SIGKILL)
                 proc.wait()
@@ -162,7 +171,7 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
     # Background children that kept the pipes open must not hold the node.
     signal_group(proc, signal.SIGKILL)
     for t in readers:
-        t.join(STOP_GRACE_S)
+        t.join(watch.stop_grace_s)
     if reason:
         return _stopped(reason, timeout_s)
     code = proc.returncode

@@ -8,9 +8,9 @@ import threading
 from typing import Any
 
 import pytest
-from pi_workflows.worker import nodes
 from pi_workflows.worker.agent import ScriptedExecutor
 from pi_workflows.worker.control import Control
+from pi_workflows.worker.engine import Engine
 
 from ._helpers import GATES, Harness, assert_well_formed, deadline_poll, types_of
 
@@ -38,13 +38,16 @@ def _stubborn_gates() -> None:
         GATES[name] = threading.Event()
 
 
+def _short_grace(engine: Engine) -> None:
+    engine.stop_grace_s = 0.2
+
+
 def test_a_callable_that_ignores_cancel_is_abandoned_and_the_run_times_out(
-        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nodes, "STOP_GRACE_S", 0.2)
+        h: Harness) -> None:
     _stubborn_gates()
     h.write("slow", STUBBORN.format(edges="", extra=""))
     run_id = h.launch("slow")
-    out = h.execute(run_id)
+    out = h.execute(run_id, engine_hook=_short_grace)
     # The engine moved on while the callable still runs: it was abandoned.
     assert GATES["entered"].is_set() and not GATES["exited"].is_set()
     assert (out.outcome, out.error_code) == ("timed_out", "node_timed_out")
@@ -61,15 +64,13 @@ def test_a_callable_that_ignores_cancel_is_abandoned_and_the_run_times_out(
     assert GATES["exited"].wait(10)
 
 
-def test_a_timed_out_node_routes_by_result_outcome(
-        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nodes, "STOP_GRACE_S", 0.2)
+def test_a_timed_out_node_routes_by_result_outcome(h: Harness) -> None:
     _stubborn_gates()
     h.write("slow", STUBBORN.format(
         edges='switch("slow", "$result.outcome", {"timed_out": "recover"})',
         extra=', compute("recover", lambda ctx: {"r": 1})'))
     run_id = h.launch("slow")
-    out = h.execute(run_id)
+    out = h.execute(run_id, engine_hook=_short_grace)
     assert out.outcome == "completed"
     state = h.state(run_id)
     assert state["results"]["slow"]["outcome"] == "timed_out"
