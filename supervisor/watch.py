@@ -15,7 +15,7 @@ from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.errors import ExitCode
-from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code
+from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, Outcome, exit_code
 from ..protocol.store import QueueRow, Store
 
 
@@ -44,7 +44,7 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} {node}: done{nxt}  {_short(p.get('output'), 100)}"
     if kind == "node_failed":
         nxt = f" -> {p['next']}" if p.get("next") else ""
-        outcome = result.get("outcome", "failed")
+        outcome = result.get("outcome", Outcome.FAILED)
         return f"{head} {node}: {outcome} [{code}] {_short(message or '')}{nxt}"
     if kind == "effect_recorded":
         return f"{head} {node}: effect {p.get('effect')} ({p.get('effectKey')})"

@@ -21,6 +21,7 @@ from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key
 from ..protocol.bundle import BundleCorrupt, BundleWriter
 from ..protocol.definition import (
     EFFECT_KINDS,
+    CheckpointNode,
     NodeContext,
     Workflow,
     resolve_timeout,
@@ -262,7 +263,7 @@ class Engine:
             self.on_node(node_id)
         stop = threading.Event()
         ctx = self._context(node_id, attempt, stop)
-        if node.kind == "checkpoint":
+        if isinstance(node, CheckpointNode):
             if self.state.get("answeredNode") == node_id:
                 answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))
                 self._settle(node_id, attempt, answered)
@@ -284,7 +285,7 @@ class Engine:
             return  # parked: no attempt and no terminal event are recorded
         self._settle(node_id, attempt, outcome)
 
-    def _wait_at(self, node: Any, ctx: NodeContext) -> None:
+    def _wait_at(self, node: CheckpointNode, ctx: NodeContext) -> None:
         try:
             summary = resolve_value(node.summary, ctx)
             output = {"summary": None if summary is None else str(summary)}

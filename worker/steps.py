@@ -13,7 +13,16 @@ import hashlib
 import threading
 from typing import Any, Protocol
 
-from ..protocol.definition import NodeContext, resolve_value
+from ..protocol.definition import (
+    ActionNode,
+    AgentNode,
+    ComputeNode,
+    Node,
+    NodeContext,
+    NotifyNode,
+    ShellNode,
+    resolve_value,
+)
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
@@ -48,7 +57,7 @@ class StepHost(Protocol):
 class _Hooks:
     """Agent callbacks; inert once the node attempt is over (an abandoned thread)."""
 
-    def __init__(self, host: StepHost, node: Any, ctx: NodeContext) -> None:
+    def __init__(self, host: StepHost, node: AgentNode, ctx: NodeContext) -> None:
         self.host, self.node, self.ctx = host, node, ctx
         self.live = True
         self.lock = threading.Lock()
@@ -86,34 +95,37 @@ class _Hooks:
             self.live = False
 
 
-def run_step(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s: float | None,
-             step: int) -> NodeOutcome:
-    kind = node.kind
-    if kind == "compute":
-        return run_callable(lambda: node.fn(ctx), watch, timeout_s)
-    if kind == "notify":
+def run_step(host: StepHost, node: Node, ctx: NodeContext, watch: Watch,
+             timeout_s: float | None, step: int) -> NodeOutcome:
+    """One attempt of any node but a checkpoint (the engine settles those itself)."""
+    if isinstance(node, ComputeNode):
+        fn = node.fn
+        return run_callable(lambda: fn(ctx), watch, timeout_s)
+    if isinstance(node, NotifyNode):
         try:
             message = str(resolve_value(node.message, ctx))
         except Exception as exc:
             return error_outcome(exc)
         host.notify(node.id, step, node.notify_kind, message)
         return NodeOutcome(Outcome.OK, output={"message": message, "kind": node.notify_kind})
-    if kind == "agent":
+    if isinstance(node, AgentNode):
         return _agent(host, node, ctx, watch, timeout_s)
-    if kind in ("action", "shell"):
+    if isinstance(node, ActionNode | ShellNode):
         return _effect(host, node, ctx, watch, timeout_s, step)
     return NodeOutcome(Outcome.FAILED, error_code="node_kind_unknown",
-                       error=f"node {node.id!r} has an unknown kind {kind!r}")
+                       error=f"node {node.id!r} has an unknown kind {node.kind!r}")
 
 
-def _effect(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s: float | None,
-            step: int) -> NodeOutcome:
-    if node.kind == "action":
+def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watch: Watch,
+            timeout_s: float | None, step: int) -> NodeOutcome:
+    if isinstance(node, ActionNode):
         request: dict[str, Any] = {"kind": "action", "node": node.id, "step": step}
+        fn = node.fn
 
         def execute() -> NodeOutcome:
-            return run_callable(lambda: node.fn(ctx), watch, timeout_s)
+            return run_callable(lambda: fn(ctx), watch, timeout_s)
     else:
+        shell_node = node
         try:
             argv = shell_argv(resolve_value(node.command, ctx))
             cwd = default_cwd(resolve_value(node.cwd, ctx), str(ctx.project_dir))
@@ -126,8 +138,8 @@ def _effect(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s
 
         def execute() -> NodeOutcome:
             return run_shell(argv, cwd=cwd, env=env, stdin=stdin,
-                             max_output_bytes=node.max_output_bytes,
-                             allow_nonzero_exit=node.allow_nonzero_exit, watch=watch,
+                             max_output_bytes=shell_node.max_output_bytes,
+                             allow_nonzero_exit=shell_node.allow_nonzero_exit, watch=watch,
                              timeout_s=timeout_s)
 
     def note(what: str, payload: dict[str, Any]) -> None:
@@ -139,7 +151,7 @@ def _effect(host: StepHost, node: Any, ctx: NodeContext, watch: Watch, timeout_s
                        restore=host.restore, note=note)
 
 
-def _agent(host: StepHost, node: Any, ctx: NodeContext, watch: Watch,
+def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
            timeout_s: float | None) -> NodeOutcome:
     if host.agent is None:
         return NodeOutcome(Outcome.FAILED, error_code="agent_unavailable",

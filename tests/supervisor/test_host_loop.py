@@ -108,6 +108,14 @@ def _enqueue(store: Store, run_id: str) -> None:
     store.enqueue_detached(run_id, RunSource("w", "/w.workflow.py", "ab" * 32, "sha256:x"), {})
 
 
+def _one_live_worker(host: Host, fake_os: FakeOs) -> WorkerHandle:
+    """Run r1 in a fake worker that does not exit until the test says so."""
+    fake_os.exit_code = None
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    return host.workers["r1"]
+
+
 def _proc(handle: WorkerHandle) -> FakeProc:
     assert isinstance(handle.proc, FakeProc)
     return handle.proc
@@ -216,10 +224,7 @@ def test_concurrency_is_a_ceiling(rig: Rig) -> None:
 
 def test_a_drain_waits_its_grace_then_kills(rig: Rig) -> None:
     host, fake_os, mono = rig
-    fake_os.exit_code = None
-    _enqueue(host.store, "r1")
-    host.loop_once()
-    worker = host.workers["r1"]
+    worker = _one_live_worker(host, fake_os)
     host.request_stop()
     assert worker.phase == Phase.STOPPING and _proc(worker).signals == [signal.SIGTERM]
     # The fake ignores SIGKILL only in this test, to see the phase held.
@@ -235,10 +240,7 @@ def test_a_drain_waits_its_grace_then_kills(rig: Rig) -> None:
 
 def test_a_worker_that_lingers_after_releasing_its_run_is_stopped(rig: Rig) -> None:
     host, fake_os, mono = rig
-    fake_os.exit_code = None
-    _enqueue(host.store, "r1")
-    host.loop_once()
-    worker = host.workers["r1"]
+    worker = _one_live_worker(host, fake_os)
     host.store.mark_running("r1", worker.claim.token)
     host.store.finish("r1", worker.claim.token)  # the worker settled its run itself
     host.loop_once()
@@ -253,10 +255,7 @@ def test_a_worker_that_lingers_after_releasing_its_run_is_stopped(rig: Rig) -> N
 
 def test_a_worker_becomes_running_once_its_run_is_running(rig: Rig) -> None:
     host, fake_os, _ = rig
-    fake_os.exit_code = None
-    _enqueue(host.store, "r1")
-    host.loop_once()
-    worker = host.workers["r1"]
+    worker = _one_live_worker(host, fake_os)
     assert worker.phase == Phase.STARTING
     host.store.mark_running("r1", worker.claim.token)
     host.loop_once()
