@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from .conftest import HOLD, Project, wait_for
+from .conftest import HOLD
+from .harness import Project, wait_for
 
 REVIEW = """
 from pi_workflows import define_workflow, compute, checkpoint, edge

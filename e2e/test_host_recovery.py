@@ -12,7 +12,8 @@ import pytest
 from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.wire import TOKEN_ENV, WorkerExit, worker_argv
 
-from .conftest import HOLD, Project, alive, wait_for
+from .conftest import HOLD
+from .harness import Project, alive, wait_for
 
 LEAVER = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge
@@ -63,9 +64,10 @@ def test_host_kill9_reaps_repairs_and_takes_over_at_once(project: Project) -> No
     with open(project.paths.runs_dir / frozen[0] / "trace.ndjson", "ab") as fh:
         fh.write(b'{"seq": 999, "type": "node_fini')
     project.release()
-    project.start_host("--concurrency", "3", log="host2.log")
-    log = (project.root / "host2.log").read_text()
-    assert "reaped 5 orphan process(es); took over 2 run(s)" in log, log
+    new = project.start_host("--concurrency", "3", log="host2.log")
+    # The lock file says ready just before the CLI prints its start-up report.
+    wait_for(lambda: "took over" in new.log_text(), timeout=10, what="the start-up report")
+    assert "reaped 5 orphan process(es); took over 2 run(s)" in new.log_text(), new.log_text()
     for pid in [*grandchildren, *(workers[r] for r in frozen)]:
         wait_for(lambda pid=pid: not alive(pid), timeout=10, what=f"orphan {pid} reaped")
     wait_for(lambda: all(project.row(r).state == "done" for r in runs), timeout=60,
