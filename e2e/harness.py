@@ -201,7 +201,12 @@ class Project:
         return resolve_paths(self.settings, self.root)
 
     def store(self) -> Store:
-        return Store(self.paths.store_file)
+        """The store with the project's lease (claims made here expire like a runner's).
+
+        The busy timeout stays the default: a drill that locks the store on
+        purpose must not make the test's own reads give up.
+        """
+        return Store(self.paths.store_file, lease_ms=self.settings.lease_ms)
 
     # -- making runs --
 

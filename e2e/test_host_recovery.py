@@ -119,8 +119,9 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         trace = project.paths.runs_dir / run_id / "trace.ndjson"
         before = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
         with Store(project.paths.store_file, lease_ms=60_000) as store:
+            # Claimed and renewed on the 1.5 s lease: it has lapsed within seconds.
             wait_for(lambda: (store.get(run_id).lease_expires_at or 0) < store._now(),
-                     what="the stalled worker's lease to expire")
+                     timeout=10, what="the stalled worker's lease to expire")
             taken = store.claim_by_id(run_id, "new-runner")
         assert taken.previous_state == "running"
         project.release()
