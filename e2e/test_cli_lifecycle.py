@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from .conftest import HOLD
-from .harness import Project, wait_for
+from .harness import LineReader, Project, wait_for
 
 REVIEW = """
 from pi_workflows import define_workflow, compute, checkpoint, edge
@@ -187,11 +187,14 @@ def test_watch_follows_a_run_live_and_exits_with_its_outcome(project: Project) -
     viewer = subprocess.Popen([sys.executable, "-m", "pi_workflows", "watch", held,
                                "--project", str(project.root)], env=project.env,
                               stdout=subprocess.PIPE, text=True)
-    assert viewer.stdout is not None
-    seen = [viewer.stdout.readline() for _ in range(2)]  # run_started, then the node
-    assert "run_started" in seen[0] and "hold: started (step 1)" in seen[1]
-    viewer.kill()
-    viewer.wait()
+    try:
+        assert viewer.stdout is not None
+        output = LineReader(viewer.stdout)
+        assert "run_started" in output.next(30, "the watcher's run_started line")
+        assert "hold: started (step 1)" in output.next(30, "the watcher's node line")
+    finally:
+        viewer.kill()
+        viewer.wait()
     project.release()
     wait_for(lambda: project.row(held).state == "done", what="run done without its watcher")
     missing = project.cli("watch", "20990101T000000Z-none-00000000", check=False)
