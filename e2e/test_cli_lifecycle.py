@@ -77,6 +77,7 @@ def test_cancel_a_running_and_a_queued_run(project: Project) -> None:
     assert len(project.lines("hold.started")) == 1  # the cancelled queued run never started
 
 
+@pytest.mark.timeout(90)
 def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
     project.write_workflow("review", REVIEW)
     cases = [
