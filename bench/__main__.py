@@ -12,7 +12,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "engine": ("bench.engine_bench",
                "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
     "host": ("bench.host_bench",
-             "host throughput, queued->node latency, kill -9 recovery, worker/host RSS"),
+             "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
 }
 
 

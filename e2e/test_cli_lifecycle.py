@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from .conftest import HOLD, Project, wait_for
+from .conftest import HOLD
+from .harness import LineReader, Project, wait_for
 
 REVIEW = """
 from pi_workflows import define_workflow, compute, checkpoint, edge
@@ -76,6 +77,7 @@ def test_cancel_a_running_and_a_queued_run(project: Project) -> None:
     assert len(project.lines("hold.started")) == 1  # the cancelled queued run never started
 
 
+@pytest.mark.timeout(90)
 def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
     project.write_workflow("review", REVIEW)
     cases = [
@@ -93,26 +95,45 @@ def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
     assert json.loads(listing.stdout) == {"runs": []}
 
 
-@pytest.mark.timeout(90)
+QUICK = """
+from pi_workflows import define_workflow, compute
+workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"ok": 1})])
+"""
+
+
+@pytest.mark.timeout(120)
 def test_cancel_a_parked_run_settles_its_bundle_too(project: Project) -> None:
     project.write_workflow("holding", HOLDING)
-    host = project.start_host()
-    run_id = project.detach("holding")
-    wait_for(lambda: len(project.lines("hold.started")) == 1, what="node running")
+    project.write_workflow("quick", QUICK)
+    host = project.start_host("--concurrency", "2")
+    runs = [project.detach("holding") for _ in range(2)]
+    wait_for(lambda: len(project.lines("hold.started")) == 2, what="both runs holding")
     host.send_signal(signal.SIGTERM)
     assert host.wait(30) == 0
-    assert project.row(run_id).state == "parked"
-    out = json.loads(project.cli("cancel", run_id, "--json").stdout)
+    assert all(project.row(r).state == "parked" for r in runs)
+    # A host with one slot resumes one run; the other stays parked while that
+    # host runs and could claim it the moment a slot frees up.
+    project.start_host("--concurrency", "1", log="host2.log")
+    wait_for(lambda: len(project.lines("hold.started")) == 3
+             and sorted(project.row(r).state for r in runs) == ["parked", "running"],
+             what="one run resumed, the other parked", diag=lambda: project.diagnose(runs))
+    resumed, parked = sorted(runs, key=lambda r: project.row(r).state != "running")
+    out = json.loads(project.cli("cancel", parked, "--json").stdout)
     assert out["state"] == "cancelled"
-    state = project.state(run_id)
+    state = project.state(parked)
     assert state["status"] == "cancelled" and state["error"]["code"] == "cancelled"
-    events = project.events(run_id)
+    events = project.events(parked)
     assert events[-1]["type"] == "run_cancelled"
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     project.release()
-    project.start_host(log="host2.log")  # nothing left to resume
-    assert project.row(run_id).state == "cancelled"
-    assert len(project.lines("hold.started")) == 1
+    # Runs are claimed oldest first, one per free slot: once a run enqueued
+    # after the cancel is done, the host has had its chance at the cancelled one.
+    later = project.detach("quick")
+    wait_for(lambda: project.row(resumed).state == "done" and project.row(later).state == "done",
+             what="the resumed run and a later one done", diag=lambda: project.diagnose(runs))
+    assert project.row(parked).state == "cancelled"
+    assert project.events(parked) == events and project.state(parked) == state
+    assert len(project.lines("hold.started")) == 3  # the cancelled run never ran again
 
 
 @pytest.mark.timeout(120)
@@ -167,11 +188,14 @@ def test_watch_follows_a_run_live_and_exits_with_its_outcome(project: Project) -
     viewer = subprocess.Popen([sys.executable, "-m", "pi_workflows", "watch", held,
                                "--project", str(project.root)], env=project.env,
                               stdout=subprocess.PIPE, text=True)
-    assert viewer.stdout is not None
-    seen = [viewer.stdout.readline() for _ in range(2)]  # run_started, then the node
-    assert "run_started" in seen[0] and "hold: started (step 1)" in seen[1]
-    viewer.kill()
-    viewer.wait()
+    try:
+        assert viewer.stdout is not None
+        output = LineReader(viewer.stdout)
+        assert "run_started" in output.next(30, "the watcher's run_started line")
+        assert "hold: started (step 1)" in output.next(30, "the watcher's node line")
+    finally:
+        viewer.kill()
+        viewer.wait()
     project.release()
     wait_for(lambda: project.row(held).state == "done", what="run done without its watcher")
     missing = project.cli("watch", "20990101T000000Z-none-00000000", check=False)

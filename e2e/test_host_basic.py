@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from .conftest import HOLD, Project, alive, wait_for
+from .conftest import HOLD
+from .harness import Project, alive, wait_for
 
 PIPELINE = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import Project, wait_for
+from .harness import Project, wait_for
 
 LEAKY = """
 from pi_workflows import define_workflow, compute, edge

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from .conftest import HOLD, Project, alive, wait_for
+from .conftest import HOLD
+from .harness import Project, alive, wait_for
 
 FLOW = HOLD + """
 from pi_workflows import define_workflow, compute, checkpoint, edge, switch

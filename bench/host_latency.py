@@ -1,0 +1,91 @@
+"""Host bench phase 3: latency queued -> first ``node_started`` with the host idle.
+
+Owns enqueueing one run at a time into an idle host (nothing queued, no
+run worker, its standby booted), waiting for each to settle, and printing
+the split: wake + claim (store events), claim -> worker ready (the
+hand-off and the worker start-up left on the hot path, to
+``processes.json``), bundle creation and engine start (trace). Imports
+``bench.host_common``, ``e2e.harness`` and ``pi_workflows.protocol``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+from pi_workflows.protocol.states import TERMINAL
+from pi_workflows.protocol.store import Store
+
+from e2e.harness import HostProcess, poll
+
+from .host_common import (
+    CHAIN,
+    Timeline,
+    bench_project,
+    children,
+    host_running,
+    is_booted_standby,
+    is_standby,
+    span,
+    summary,
+    timelines,
+)
+
+
+def _idle_with_standby(host: HostProcess) -> bool:
+    """Only one child, the booted standby worker (its title says so)."""
+    kids = children(host.pid)
+    return len(kids) == 1 and is_booted_standby(kids[0])
+
+
+def _settled(store: Store, run_id: str) -> bool:
+    row = store.get(run_id)
+    return row is not None and row.state in TERMINAL
+
+
+def latency(base: Path, home: Path, fsync: str, samples: int, nodes: int,
+            timeout: float) -> dict[str, Any]:
+    project = bench_project(base, f"lat-{fsync}", home, fsync)
+    project.write_workflow("chain", CHAIN.format(nodes=nodes))
+    result: dict[str, Any] = {"samples": samples, "no_standby_seen": 0, "unfinished": 0}
+    with project.store() as store, host_running(project, 2, "host.log") as host:
+        ids: list[str] = []
+        for _ in range(samples):
+            # The host is idle: nothing queued, no run worker alive, its standby booted.
+            if not poll(lambda: _idle_with_standby(host), 10, 0.01):
+                result["no_standby_seen"] += 1
+            run_id = project.enqueue(store, "chain")[0]
+            ids.append(run_id)
+            if not poll(lambda run_id=run_id: _settled(store, run_id), timeout, 0.02):
+                result["unfinished"] += 1
+        result["timelines"] = timelines(project, store, ids)
+    project.cleanup()
+    return result
+
+
+def print_latency(r: dict[str, Any], nodes: int, boot: list[float]) -> None:
+    tl: list[Timeline] = r["timelines"]
+    total = span(tl, "enqueued", "node_started")
+    print(f"  queued -> first node_started     {summary(total)}")
+    print(f"    enqueue -> claimed (wake+claim) {summary(span(tl, 'enqueued', 'claimed'))}")
+    hot = span(tl, "claimed", "ready")
+    print(f"    claimed -> worker ready         {summary(hot)}"
+          "   <- hand-off + worker start-up on the hot path")
+    print(f"    worker ready -> run_started     {summary(span(tl, 'ready', 'run_started'))}")
+    print(f"    run_started -> node_started     {summary(span(tl, 'run_started', 'node_started'))}")
+    warm = sum(map(is_standby, tl))
+    print(f"  the pre-booted standby worker took {warm}/{len(tl)} runs"
+          f" ({r['no_standby_seen']} enqueued before a booted standby was seen)")
+    if total and hot:
+        share = statistics.median(hot) / statistics.median(total)
+        print(f"  hand-off + worker start-up on the hot path is {share:.0%} of the median"
+              " latency", end="")
+        if boot:
+            print(f";\n  a cold worker boot ([1]) is p50 {statistics.median(boot):.0f} ms,"
+                  " which the idle host's standby worker takes off this path")
+        else:
+            print()
+    print(f"  queued -> done ({nodes} nodes)         {summary(span(tl, 'enqueued', 'finished'))}")
+    if r["unfinished"]:
+        print(f"    ! {r['unfinished']} of {r['samples']} runs did not finish in time")
