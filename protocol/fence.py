@@ -3,7 +3,9 @@
 Every bundle write happens inside ``fenced``: take the run's lock file,
 verify in the store that the writer's claim token is current and unexpired,
 write, release. A writer whose claim was lost gets ``ClaimLost`` and writes
-nothing. Imports ``protocol.store`` (for the check) and filelock.
+nothing. The check is the caller's ``ClaimVerifier`` (the store), so this
+module does not import ``protocol.store``. Imports ``protocol.errors``,
+``protocol.paths`` and filelock.
 """
 
 from __future__ import annotations

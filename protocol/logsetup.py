@@ -2,7 +2,8 @@
 
 One function, called once per process. Callers never pass private input,
 prompts or secrets to the logger; messages that may carry provider text go
-through ``limits.safe_error_message`` first. Imports only settings helpers.
+through ``limits.safe_error_message`` first. Imports loguru and
+``protocol.paths`` only.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns the ``processes.json`` record format: each entry has the pid, the
 process start time (identity: a pid alone proves nothing), the role and
 the owning runner. Writing goes through the fenced ``BundleWriter``.
-Imports ``protocol.liveness``.
+Imports ``protocol.clock`` and ``protocol.liveness``.
 """
 
 from __future__ import annotations

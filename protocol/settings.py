@@ -2,7 +2,9 @@
 
 Owns: the ``PI_WORKFLOWS_*`` settings model, the optional TOML config file,
 and resolution of per-project paths (state dir keyed by a hash of the
-project's real path). Imports only ``protocol.errors``.
+project's real path). Imports pydantic, ``protocol.errors`` and
+``protocol.paths`` (whose ``Paths``, ``project_key`` and ``ensure_private_dir``
+it re-exports).
 """
 
 from __future__ import annotations

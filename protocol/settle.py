@@ -1,9 +1,10 @@
 """Settling a run that no worker owns, so bundle and queue agree.
 
 Owns writing a terminal event into a bundle whose workflow will not run
-again (cancelling a parked run; a run whose workflow no longer loads),
-always through the fenced writer of a claim the caller holds. Imports
-protocol modules only.
+again (cancelling a parked run; a run whose workflow no longer loads), and
+re-pinning a parked run's changed source (``resume --force``), always
+through the fenced writer of a claim the caller holds. Imports protocol
+modules only.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns argument parsing, the one-line error contract and exit codes. Each
-command is thin: it resolves settings and paths, then calls into protocol
-(or, later, the host/session runner). Never imports the worker's engine.
+Owns the typer app, the ``paths`` command, the one-line error contract and
+exit codes. The other commands live in ``supervisor.cli_workflows`` and
+``supervisor.cli_runs`` and are registered here. Imports typer,
+``protocol.errors`` and the CLI modules; never the worker.
 """
 
 from __future__ import annotations

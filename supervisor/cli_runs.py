@@ -1,7 +1,8 @@
-"""The run commands: ``host``, ``run``, ``status`` and ``list``.
+"""The run commands: host, run, status, list, answer, cancel, resume and watch.
 
 Owns parsing their arguments and printing their results; the work is done
-by the host (``supervisor.host``), preflight (``protocol.launch``) and the
+by the host (``supervisor.host``), the session runner (``supervisor.session``),
+preflight (``protocol.launch``), settling (``protocol.settle``) and the
 store. ``register(app)`` adds the commands. Never imports the worker.
 """
 

@@ -1,8 +1,8 @@
 """The standby worker: at most one booted worker waiting for the host's next claim.
 
 Owns keeping it booted (never respawning in a tight loop), handing it a
-claim, and dropping it at shutdown. Imports ``protocol.spawn`` and the
-supervisor's worker handles.
+claim, and dropping it at shutdown. Imports ``protocol.spawn``,
+``protocol.store`` (``Claim``) and the supervisor's worker handles.
 """
 
 from __future__ import annotations

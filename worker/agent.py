@@ -2,9 +2,9 @@
 
 Owns what the engine asks of an agent (``AgentExecutor``), the step contract
 appended to every prompt, the check of a submission against
-``expected_output`` and the node's ``validate``, and ``ScriptedExecutor``
-for tests. The real Pi executor implements the same interface elsewhere.
-Imports ``protocol`` only.
+``expected_output`` (``schema_problem``; ``worker.steps`` adds the node's
+``validate``), and ``ScriptedExecutor`` for tests. The real Pi executor
+implements the same interface elsewhere. Imports ``protocol`` only.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Owns the protocol around one effectful node attempt: record ``pending`` in
 the store before running, ``applied``/``rejected`` with the result after;
 replay a settled effect instead of repeating it; rerun a ``pending`` one only
 when the node is idempotent, otherwise report ``effect_indeterminate``.
-Imports ``protocol`` only.
+Imports ``protocol`` and ``worker.nodes`` (``NodeOutcome``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns timeouts that hold even for a callable that ignores cancellation (it is
 abandoned after a grace period), stopping on park or cancel, and the shell
 node's subprocess with bounded output. Knows nothing about bundles or the
-store. Imports ``protocol`` only.
+store. Imports ``protocol`` and ``worker.control``.
 """
 
 from __future__ import annotations

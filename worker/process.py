@@ -4,8 +4,9 @@ Owns everything about being the one subprocess that executes one claimed
 run: the process title, ``PR_SET_PDEATHSIG``, recording its pid in the
 bundle before any work, renewing its own lease (and stopping at once when
 the claim is lost), turning TERM into a park, and the documented exit code.
-Signal handlers only write to a wakeup pipe. Imports ``protocol`` and the
-worker runner.
+Signal handlers only write to a wakeup pipe. Imports ``protocol`` (settings
+and logging only lazily, off the boot path) and the worker's control, engine
+and runner.
 """
 
 from __future__ import annotations

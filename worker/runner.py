@@ -4,7 +4,8 @@ Owns the bridge between a queue claim and the engine, in four steps: load
 and pin the workflow, create or resume the bundle, the final activation
 fence (``mark_running``) and the engine run, and the one queue transition
 that matches how the bundle stopped (``settle_queue``, also used when a
-bundle turns out to be settled already). Imports ``protocol`` and the engine.
+bundle turns out to be settled already). Imports ``protocol`` and the
+worker's engine, control and agent interface.
 """
 
 from __future__ import annotations

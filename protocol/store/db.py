@@ -3,7 +3,7 @@
 Owns: opening the store file with private modes, verifying the exact schema
 layout, pragmas, ``BEGIN IMMEDIATE`` transactions, and translating SQLite
 errors into transient/permanent store errors. Knows nothing about queue
-semantics. Imports ``protocol.errors``, ``protocol.settings``, ``.schema``.
+semantics. Imports ``protocol.errors``, ``protocol.paths`` and ``.schema``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Run-queue operations: reservations, claims, leases and lifecycle CAS.
 
-Owns every change to ``workflow_run_queue``. Each public method is one
-transaction; each state change is an ``UPDATE ... WHERE state = ? AND
-claim_token IS ?`` whose row count is checked. Does not import sqlite3.
+Owns every change to ``workflow_run_queue`` but the takeover of a dead
+runner's claims (``runners.py``). Each public method is one transaction;
+each state change is an ``UPDATE ... WHERE state = ? AND claim_token IS ?``
+whose row count is checked. Does not import sqlite3.
 """
 
 from __future__ import annotations
