@@ -77,7 +77,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--fsync", type=_words, default=["node", "never"],
                         help="comma list of fsync policies for throughput (default node,never)")
     parser.add_argument("--compare-runs", type=int, default=30,
-                        help="runs per throughput setting for the fsync policies after the first")
+                        help="runs per throughput setting for the fsync policies after the"
+                             " first (0 skips them)")
     parser.add_argument("--boot-runs", type=int, default=10)
     parser.add_argument("--latency-runs", type=int, default=30)
     parser.add_argument("--recovery-runs", type=int, default=20)
@@ -105,6 +106,8 @@ def main(argv: list[str]) -> int:
         if "throughput" not in args.skip:
             for i, fsync in enumerate(args.fsync):
                 runs = args.runs if i == 0 else args.compare_runs
+                if runs <= 0:
+                    continue  # --compare-runs 0: only the first policy
                 print(f"\n[2] throughput: {runs} detached runs of a {args.nodes}-node compute"
                       f" chain, fsync={fsync}")
                 for concurrency in args.concurrency:
