@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from filelock import FileLock
 
@@ -26,6 +26,7 @@ from .fence import ClaimVerifier, bundle_lock, fenced
 from .jsonenc import compact_json
 from .limits import validate_run_id
 from .paths import ensure_private_dir
+from .runstate import RunState
 from .states import SETTLED_STATUSES
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
@@ -105,14 +106,15 @@ class Bundle:
     def snapshot(self) -> dict[str, Any]:
         return dict(self._read(self.workflow_path))
 
-    def raw_state(self) -> dict[str, Any]:
-        return dict(self._read(self.state_path))
+    def raw_state(self) -> RunState:
+        """The projection as stored: large strings are still artifact references."""
+        return cast(RunState, dict(self._read(self.state_path)))
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> RunState:
         """The projection with artifact references resolved."""
         raw = self.raw_state()
         try:
-            return dict(internalize(raw, self.artifacts.get))
+            return cast(RunState, dict(internalize(raw, self.artifacts.get)))
         except (OSError, ValueError) as exc:
             raise BundleCorrupt(f"run {self.run_id}: an artifact of state.json is missing or"
                                 f" unreadable ({exc})") from None
@@ -210,7 +212,7 @@ class BundleWriter:
     def manifest(self) -> dict[str, Any]:
         return dict(self._manifest)
 
-    def reopen(self) -> tuple[dict[str, Any], RepairReport]:
+    def reopen(self) -> tuple[RunState, RepairReport]:
         """For a resume: inside one fence, load manifest and projection and repair the trace."""
         with self._fence():
             self._manifest = self.bundle.manifest()
@@ -261,7 +263,7 @@ class BundleWriter:
             self._write_state_and_manifest(state, sync=sync)
             return seq
 
-    def _repair(self, raw: dict[str, Any]) -> RepairReport:
+    def _repair(self, raw: RunState) -> RepairReport:
         """Cut the trace back to its valid prefix, then to the projection's ``traceSeq``.
 
         The projection decides what happened: a line appended after the last

@@ -42,7 +42,7 @@ def settle_bundle(writer: BundleWriter, event_type: str, error: ErrorInfo) -> No
     if state.get("status") in SETTLED_STATUSES:
         return
     changes, payload = ending(event_type, error)
-    ended = RunState(**state)  # type: ignore[typeddict-item]
+    ended = RunState(**state)
     ended.update(changes)
     writer.append(event_type, payload, ended)
 

@@ -31,7 +31,7 @@ def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
     except (BundleCorrupt, ValueError, OSError) as exc:
         data["bundleError"] = str(exc)
         return data
-    error = state.get("error") or {}
+    error = state.get("error")
     waiting = state.get("status") == RunStatus.WAITING
     data.update({
         "runStatus": state.get("status"), "currentNode": state.get("currentNode"),

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
 from ..protocol.bundle import BundleCorrupt, BundleWriter
@@ -165,8 +165,7 @@ class Engine:
 
     def reopen(self, *, source_sha256: str | None, digest: str, force: bool = False) -> None:
         """The resume protocol: repair, pin the source, write the resume boundary."""
-        raw, report = self.writer.reopen()
-        state = cast(RunState, raw)
+        state, report = self.writer.reopen()
         status = state.get("status")
         if status in SETTLED_STATUSES:
             raise ResumeRefused(f"run {self.run_id} is {status}; only an interrupted run resumes")
