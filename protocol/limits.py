@@ -43,6 +43,18 @@ def validate_run_id(run_id: object) -> str:
     return run_id
 
 
+def validate_session_id(session_id: object) -> str:
+    """Session ids follow the run-id rule: they name rows, sockets and log lines."""
+    if not isinstance(session_id, str) or not RUN_ID_RE.fullmatch(session_id):
+        shown = repr(session_id)[:60]
+        raise LimitError(
+            f"invalid session id {shown}: use 1-200 of A-Z a-z 0-9 . _ -"
+            " starting with a letter or digit",
+            code="invalid_session_id",
+        )
+    return session_id
+
+
 def validate_key(value: object, what: str = "key") -> str:
     """Keys (session ids, runner ids, node ids, effect keys) are short printable text."""
     if not isinstance(value, str) or not value:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .bundle import Bundle, BundleWriter
 from .discovery import load_workflow_file
-from .errors import TransitionRefused
+from .errors import ClaimLost, TransitionRefused
 from .runstate import ErrorInfo, RunState, ending
 from .states import SETTLED_STATUSES, QueueState
 from .store import QueueRow, Store
@@ -21,19 +21,42 @@ from .store import QueueRow, Store
 CANCELLED: ErrorInfo = {"code": "cancelled", "message": "the run was cancelled"}
 
 
-def cancel_parked(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
-                  fsync: str = "node") -> QueueRow:
-    """``parked -> starting -> cancelled`` with the terminal event in the bundle.
+class Unclaimed:
+    """The fence for writing to a parked run without claiming it.
 
-    If this is interrupted half-way, the claim simply expires and the run is
-    resumed by the next runner, as after any crash.
+    Every writer with a claim takes the bundle lock and then checks its
+    token; holding the lock while the row is still parked and unclaimed
+    proves nobody else writes meanwhile. A runner that claims the run right
+    after finds what was written (a settled bundle is never resumed), and
+    parked runs never enter their session's one active slot this way.
     """
-    claim = store.claim_by_id(run_id, runner_id)
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def verify(self, run_id: str, token: str) -> QueueRow:
+        row = self.store.get(run_id)
+        if row is None or row.state != QueueState.PARKED or row.claim_token is not None:
+            raise ClaimLost(f"run {run_id} is no longer parked")
+        return row
+
+
+def _unclaimed_writer(store: Store, bundle: Bundle, fsync: str) -> BundleWriter:
+    return BundleWriter(bundle, Unclaimed(store), "", fsync=fsync)
+
+
+def cancel_parked(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node") -> QueueRow:
+    """``parked -> cancelled`` with the terminal event in the bundle first.
+
+    ``ClaimLost`` means a runner resumed the run meanwhile: ask its owner
+    instead (``request_cancel``). Interrupted between the two writes, the
+    bundle is cancelled and the row still parked: the next runner to take it
+    finds a settled bundle and cancels the row too.
+    """
     bundle = Bundle(runs_dir, run_id)
     if bundle.exists():
-        settle_bundle(BundleWriter(bundle, store, claim.token, fsync=fsync), "run_cancelled",
-                      CANCELLED)
-    return store.cancel(run_id, claim.token)
+        settle_bundle(_unclaimed_writer(store, bundle, fsync), "run_cancelled", CANCELLED)
+    return store.cancel(run_id)
 
 
 def settle_bundle(writer: BundleWriter, event_type: str, error: ErrorInfo) -> None:
@@ -47,13 +70,13 @@ def settle_bundle(writer: BundleWriter, event_type: str, error: ErrorInfo) -> No
     writer.append(event_type, payload, ended)
 
 
-def repin_source(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
+def repin_source(store: Store, runs_dir: Path, run_id: str, *,
                  fsync: str = "node") -> QueueRow:
     """``resume --force`` for a run blocked on a changed workflow file.
 
-    Claims the parked run, records the old and new source in its trace
-    (``source_repinned``), pins the new one in the manifest, and parks it
-    again unblocked, so the next runner resumes it on the new definition.
+    Records the old and new source in the parked run's trace
+    (``source_repinned``), pins the new one in the manifest, and unblocks the
+    row, so the next runner resumes it on the new definition.
     """
     row = store.get(run_id)
     if row is None or row.state != QueueState.PARKED:
@@ -61,12 +84,10 @@ def repin_source(store: Store, runs_dir: Path, run_id: str, runner_id: str, *,
     bundle = Bundle(runs_dir, run_id)
     manifest = bundle.manifest()
     loaded = load_workflow_file((manifest.get("source") or {}).get("path") or row.source_path)
-    claim = store.claim_by_id(run_id, runner_id)
-    writer = BundleWriter(bundle, store, claim.token, fsync=fsync)
+    writer = _unclaimed_writer(store, bundle, fsync)
     old = manifest.get("source") or {}
     writer.repin({"path": loaded.source.path, "sha256": loaded.source.sha256}, loaded.digest, {
         "forced": True, "sourceMismatch": {
             "expectedSha256": old.get("sha256"), "actualSha256": loaded.source.sha256,
             "expectedDigest": manifest.get("digest"), "actualDigest": loaded.digest}})
-    store.mark_running(run_id, claim.token)
-    return store.park(run_id, claim.token)
+    return store.unblock(run_id)

@@ -91,6 +91,10 @@ from .cli_runs import register as _register_runs  # noqa: E402
 
 _register_runs(app)
 
+from .cli_sessions import register as _register_sessions  # noqa: E402
+
+_register_sessions(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,16 +1,21 @@
-"""What every CLI command shares: the --project and --json options, settings, JSON output.
+"""What every CLI command shares: options, settings, run input, JSON output.
 
-Imports typer and ``protocol.settings`` only.
+Owns the --project, --json, --session and --input-* options, reading a run's
+input from words, JSON text or a file (``-``: standard input) within the
+input limit, and printing JSON. Imports typer and ``protocol`` only.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from ..protocol.errors import LimitError, UsageError
+from ..protocol.limits import MAX_PRIVATE_INPUT_BYTES, validate_session_id
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
 
 ProjectOpt = Annotated[
@@ -19,6 +24,15 @@ ProjectOpt = Annotated[
                  show_default=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SessionOpt = Annotated[str | None, typer.Option(
+    "--session", envvar="PI_WORKFLOWS_SESSION", show_default=False,
+    help="The session this command acts for (or PI_WORKFLOWS_SESSION); a session has at"
+         " most one active run and catches up with `sync`.")]
+InputJsonOpt = Annotated[str | None, typer.Option(
+    "--input-json", help="The input as JSON text.", show_default=False)]
+InputFileOpt = Annotated[str | None, typer.Option(
+    "--input-file", help="The input as a JSON file (- reads standard input); up to 1 MiB.",
+    show_default=False)]
 
 
 def project_context(project: Path | None) -> tuple[Settings, Paths]:
@@ -28,3 +42,58 @@ def project_context(project: Path | None) -> tuple[Settings, Paths]:
 
 def emit_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, sort_keys=True))
+
+
+def session_id(value: str | None) -> str | None:
+    return None if value is None else validate_session_id(value)
+
+
+def _read_file(path: str) -> str:
+    """The file's text, refusing more than the input limit before reading it all."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(MAX_PRIVATE_INPUT_BYTES + 1)
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_PRIVATE_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read --input-file {path}: {exc.strerror or exc}",
+                         code="input_invalid") from None
+    if len(data) > MAX_PRIVATE_INPUT_BYTES:
+        raise LimitError(f"--input-file {path} is larger than {MAX_PRIVATE_INPUT_BYTES} bytes",
+                         code="input_too_large")
+    try:
+        return data.decode()
+    except UnicodeDecodeError:
+        raise UsageError(f"--input-file {path} is not UTF-8 text", code="input_invalid") from None
+
+
+def _parse_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        # The position, never the text: input may be private.
+        raise UsageError(f"{where} is not valid JSON: {exc.msg} at position {exc.pos}",
+                         code="input_invalid") from None
+
+
+def json_input(input_json: str | None, input_file: str | None) -> tuple[bool, Any]:
+    """(given, value) of --input-json / --input-file; both at once is a usage error."""
+    if input_json is not None and input_file is not None:
+        raise UsageError("give either --input-json or --input-file, not both")
+    if input_json is not None:
+        return True, _parse_json(input_json, "--input-json")
+    if input_file is not None:
+        return True, _parse_json(_read_file(input_file), f"--input-file {input_file}")
+    return False, None
+
+
+def parse_input(task: list[str] | None, input_json: str | None,
+                input_file: str | None = None) -> Any:
+    """JSON input if given; otherwise trailing words become ``{"task": ...}``."""
+    given, value = json_input(input_json, input_file)
+    if given:
+        if task:
+            raise UsageError("give either TASK words or --input-json/--input-file, not both")
+        return value
+    return {"task": " ".join(task)} if task else {}

@@ -8,7 +8,6 @@ store. ``register(app)`` adds the commands. Never imports the worker.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -18,33 +17,32 @@ import typer
 
 from ..protocol.bundle import bundle_exists
 from ..protocol.discovery import discover_for
-from ..protocol.errors import NotFound, UsageError
+from ..protocol.errors import ClaimLost, NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
-from ..protocol.limits import validate_key, validate_run_id
+from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
 from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState
 from ..protocol.store import QueueRow, Store, open_store
 from ..protocol.wakeup import poke
-from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
+from .activation import run_in_session
+from .cli_options import (
+    InputFileOpt,
+    InputJsonOpt,
+    JsonOpt,
+    ProjectOpt,
+    SessionOpt,
+    emit_json,
+    json_input,
+    parse_input,
+    project_context,
+    session_id,
+)
 from .host import Host, StartupReport
 from .session import run_attached
 from .views import run_status, status_line
 from .watch import watch
-
-
-def parse_input(task: list[str] | None, input_json: str | None) -> Any:
-    """``--input-json`` is the input; otherwise trailing words become ``{"task": ...}``."""
-    if input_json is not None:
-        if task:
-            raise UsageError("give either TASK words or --input-json, not both")
-        try:
-            return json.loads(input_json)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--input-json is not valid JSON: {exc.msg} at position {exc.pos}",
-                             code="input_invalid") from None
-    return {"task": " ".join(task)} if task else {}
 
 
 def host_command(
@@ -80,40 +78,41 @@ def run_command(
     name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
     task: Annotated[list[str] | None, typer.Argument(
         help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
-    input_json: Annotated[str | None, typer.Option(
-        "--input-json", help="The run input as JSON (instead of TASK words).")] = None,
+    input_json: InputJsonOpt = None,
+    input_file: InputFileOpt = None,
     detach: Annotated[bool, typer.Option(
         "--detach", help="Queue the run for the host and print its id.")] = False,
-    session: Annotated[str | None, typer.Option(
-        "--session", help="A session id: a session has at most one active run.")] = None,
+    session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
     """Start a run of workflow NAME, here and watched live (or queued with --detach).
 
     Without --detach the run starts in this terminal and its steps are shown
-    as they happen. Ctrl-C, closing the terminal or SIGTERM parks it, and a
-    running `pi-workflows host` resumes it. Exit codes: 0 completed, 1 failed
-    or cancelled, 3 waiting at a checkpoint, 4 parked.
+    as they happen; with --session it is that session's run (`start` and
+    `activate` in one). Ctrl-C, closing the terminal or SIGTERM parks it, and
+    a running `pi-workflows host` resumes it. With --detach the host runs it
+    (and --session only addresses its notifications). Exit codes: 0
+    completed, 1 failed or cancelled, 3 waiting at a checkpoint, 4 parked.
     """
     settings, paths = project_context(project)
-    raw = parse_input(task, input_json)
-    if session is not None:
-        validate_key(session, "session id")
-        if detach:
-            raise UsageError("--session is for runs started in this terminal; a --detach run"
-                             " belongs to the host")
+    owner = session_id(session)
+    raw = parse_input(task, input_json, input_file)
     prepared = prepare_run(discover_for(settings, paths.project), name, raw)
     if not detach:
+        echo = (lambda line: None) if as_json else typer.echo
         with open_store(settings, paths.store_file) as store:
-            code = run_attached(store, settings, paths, prepared, session=session,
-                                echo=(lambda line: None) if as_json else typer.echo)
+            if owner is None:
+                code = run_attached(store, settings, paths, prepared, echo=echo)
+            else:
+                code = run_in_session(store, settings, paths, prepared, owner, echo=echo)
             if as_json:
                 row = store.get(prepared.run_id)
                 emit_json(run_status(row, paths.runs_dir) if row else {"runId": prepared.run_id})
         raise typer.Exit(code)
     with open_store(settings, paths.store_file) as store:
-        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input)
+        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                     notify_session=owner)
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
@@ -138,17 +137,31 @@ def _existing(store: Store, run: str) -> QueueRow:
 def status_command(
     run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
                                               show_default=False)] = None,
+    session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a run's state: from the queue (even before it has a bundle) and its bundle."""
+    """Show a run's state: from the queue (even before it has a bundle) and its bundle.
+
+    Without RUN: every unfinished run, or with --session that session's
+    reservation (or else its latest run).
+    """
     settings, paths = project_context(project)
+    owner = session_id(session)
     if run is not None:
         validate_run_id(run)
     with _store(settings, paths) as store:
         if run is not None:
             info = run_status(_existing(store, run), paths.runs_dir)
             emit_json(info) if as_json else typer.echo(status_line(info))
+            return
+        if owner is not None:
+            mine = store.session_run(owner)
+            found = None if mine is None else run_status(mine, paths.runs_dir)
+            if as_json:
+                emit_json({"session": owner, "run": found})
+            else:
+                typer.echo(f"session {owner}: no runs" if found is None else status_line(found))
             return
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         infos = [run_status(r, paths.runs_dir) for r in rows]
@@ -187,26 +200,32 @@ def answer_command(
     run: Annotated[str, typer.Argument(help="The waiting run to answer.", show_default=False)],
     text: Annotated[list[str] | None, typer.Argument(
         help="The answer as words (a string).", show_default=False)] = None,
-    input_json: Annotated[str | None, typer.Option(
-        "--input-json", help="The answer as JSON (instead of words).")] = None,
+    input_json: InputJsonOpt = None,
+    input_file: InputFileOpt = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Continue even though the workflow definition changed.")] = False,
+    session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer a run waiting at a checkpoint: queues a continuation run for the host."""
+    """Answer a run waiting at a checkpoint: queues a continuation run for the host.
+
+    With --session, the continuation's notifications go to that session.
+    """
     settings, paths = project_context(project)
-    if input_json is not None:
-        answer = parse_input(text, input_json)
-    elif text:
+    owner = session_id(session)
+    given, answer = json_input(input_json, input_file)
+    if given and text:
+        raise UsageError("give the answer as words or as JSON, not both")
+    if not given:
+        if not text:
+            raise UsageError("give the answer as words, --input-json or --input-file")
         answer = " ".join(text)
-    else:
-        raise UsageError("give the answer as words or with --input-json")
     validate_run_id(run)
     prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
     with _store(settings, paths) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                     parent_run_id=run)
+                                     parent_run_id=run, notify_session=owner)
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
@@ -230,8 +249,10 @@ def cancel_command(
             # Its owner writes the terminal event, so the bundle agrees.
             row = store.request_cancel(run)
         elif row.state == QueueState.PARKED:
-            row = cancel_parked(store, paths.runs_dir, run, f"cli-cancel-{os.getpid()}",
-                                fsync=settings.fsync)
+            try:
+                row = cancel_parked(store, paths.runs_dir, run, fsync=settings.fsync)
+            except ClaimLost:
+                row = store.request_cancel(run)  # a runner resumed it meanwhile: ask its owner
         else:
             row = store.cancel(run)
     poke(paths.state_dir)
@@ -266,8 +287,7 @@ def resume_command(
                     f"run {run} waits because its workflow file changed since it started;"
                     " check the change, then resume with --force (or cancel the run)",
                     code="source_changed")
-            row = repin_source(store, paths.runs_dir, run, f"cli-resume-{os.getpid()}",
-                               fsync=settings.fsync)
+            row = repin_source(store, paths.runs_dir, run, fsync=settings.fsync)
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": run, "state": row.state, "forced": force})

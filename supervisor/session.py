@@ -1,10 +1,12 @@
-"""The terminal session runner: ``pi-workflows run NAME`` owns its run from birth.
+"""The terminal session runner: a terminal that owns one run and shows it live.
 
-Owns running one run attached to a terminal: the run is inserted already
-claimed by this session (so it starts here, not in a host), one worker
-subprocess executes it, and its trace is shown live. Closing the terminal
-(SIGHUP), Ctrl-C or SIGTERM parks the run, and a host resumes it; if this
-process is killed, the worker notices (PDEATHSIG) and parks it the same way.
+Owns driving one claimed run attached to a terminal: the process registers
+as a runner of kind ``session``, one worker subprocess executes the run, and
+its trace is shown as it grows. Closing the terminal (SIGHUP), Ctrl-C or
+SIGTERM parks the run, and a host resumes it; if this process is killed,
+the worker notices (PDEATHSIG) and parks it the same way. ``run NAME``
+without a session inserts its run already claimed (``run_attached``);
+deferred launches reach ``drive`` through ``supervisor.activation``.
 Signal handlers only record. Imports ``protocol`` and supervisor helpers.
 """
 
@@ -14,16 +16,19 @@ import os
 import secrets
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from ..protocol.bundle import Bundle
-from ..protocol.errors import ExitCode
+from ..protocol.errors import ExitCode, PiWorkflowsError
 from ..protocol.launch import Prepared
 from ..protocol.liveness import host_name, process_start_time
 from ..protocol.settings import Paths, Settings, project_key
-from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code
-from ..protocol.store import Store
+from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, QueueState, exit_code
+from ..protocol.store import Claim, Store
 from ..protocol.wakeup import poke
+from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
 from .oslayer import OsLayer, RealOs
@@ -31,72 +36,117 @@ from .watch import TraceFollower, ended_without_bundle
 from .workers import WorkerHandle
 
 POLL_S = 0.05
+Echo = Callable[[str], None]
 
 
-def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
-                 session: str | None, echo: Callable[[str], None],
-                 os_layer: OsLayer | None = None) -> int:
-    """Start ``prepared`` in this session, show it live; return the documented exit code."""
-    ops = os_layer or RealOs()
-    key = project_key(paths.project)
-    runner_id = f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}"
-    store.register_runner(runner_id, "session", os.getpid(), process_start_time(), host_name())
-    stops: list[int] = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: stops.append(signum))
+@dataclass
+class SessionRunner:
+    """This terminal as a runner: its id, the stop signals it saw, the OS it uses."""
+
+    store: Store
+    settings: Settings
+    paths: Paths
+    echo: Echo
+    os: OsLayer = field(default_factory=RealOs)
+    runner_id: str = field(
+        default_factory=lambda: f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}")
+    stops: list[int] = field(default_factory=list)
+
+    def drive(self, claim: Claim) -> int:
+        """Run ``claim`` in one worker, shown live; return the documented exit code."""
+        store, paths = self.store, self.paths
+        if self.stops:  # stopped before the worker started: the run waits for a runner
+            give_back(store, paths.runs_dir, claim)
+            return self._outcome(claim.run_id, TraceFollower(Bundle(paths.runs_dir, claim.run_id)))
+        row = store.get(claim.run_id)
+        self.echo(f"run {claim.run_id} ({row.workflow if row else '?'}); Ctrl-C parks it"
+                  " for a host")
+        key = project_key(paths.project)
+        worker = self.os.spawn_worker(
+            claim, project=paths.project, project_key=key, runner_id=self.runner_id,
+            config_json=WorkerConfig.from_settings(self.settings, paths).to_json(),
+            now=time.monotonic())
+        follower = TraceFollower(Bundle(paths.runs_dir, claim.run_id))
+        code = self._follow(worker, follower)
+        for line in follower.lines():
+            self.echo(line)
+        if after_exit(store, self.os, key, claim, code):
+            if code == WorkerExit.BOOT_ERROR:
+                self._boot_failed(claim)
+            else:
+                give_back(store, paths.runs_dir, claim)  # so a host resumes it at once
+        return self._outcome(claim.run_id, follower)
+
+    def _boot_failed(self, claim: Claim) -> None:
+        """A worker that cannot start fails the run (a launch: ``activation_failed``)."""
+        row = self.store.get(claim.run_id)
+        launching = row is not None and row.state == QueueState.STARTING
+        try:
+            self.store.fail(claim.run_id, claim.token,
+                            "activation_failed" if launching else "worker_boot_error",
+                            "the worker could not start; its error is in the log under"
+                            " `pi-workflows paths`")
+        except PiWorkflowsError:
+            give_back(self.store, self.paths.runs_dir, claim)
+
+    def _follow(self, worker: WorkerHandle, follower: TraceFollower) -> int:
+        """Show the trace until the worker exits; a stop signal asks it to park."""
+        asked: float | None = None
+        while (code := worker.poll()) is None:
+            for line in follower.lines():
+                self.echo(line)
+            now = time.monotonic()
+            if self.stops and asked is None:
+                self.echo("parking the run (a host resumes it); press Ctrl-C again to stop"
+                          " at once")
+                worker.terminate(now)
+                asked = now
+            elif asked is not None and (len(self.stops) > 1
+                                        or now - asked > self.settings.drain_grace_s):
+                worker.kill(now)
+            time.sleep(POLL_S)
+        return int(code)
+
+    def _outcome(self, run_id: str, follower: TraceFollower) -> int:
+        row = self.store.get(run_id)
+        if row is None:
+            self.echo(f"run {run_id} is gone; see `pi-workflows list`")
+            return ExitCode.PARKED
+        status = follower.status()
+        code = exit_code(row.state, status)
+        if row.state in UNOWNED:
+            poke(self.paths.state_dir)
+            self.echo(f"{row.state}: `pi-workflows host` resumes it; `pi-workflows watch"
+                      f" {run_id}` follows it")
+        elif row.state in TERMINAL and status not in SETTLED_STATUSES:
+            self.echo(ended_without_bundle(row))
+        elif code is None:
+            self.echo(f"run {run_id} is {row.state}; see `pi-workflows status {run_id}`")
+            return ExitCode.PARKED
+        return ExitCode.PARKED if code is None else code
+
+
+@contextmanager
+def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo,
+                   os_layer: OsLayer | None = None) -> Iterator[SessionRunner]:
+    """This process registered as a session runner, with its stop signals recorded."""
+    runner = SessionRunner(store, settings, paths, echo, os_layer or RealOs())
+    store.register_runner(runner.runner_id, "session", os.getpid(), process_start_time(),
+                          host_name())
+    previous = {sig: signal.signal(sig, lambda signum, _frame: runner.stops.append(signum))
                 for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
-        claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
-                                       runner_id, origin_session=session)
-        echo(f"run {prepared.run_id} ({prepared.source.workflow}); Ctrl-C parks it for a host")
-        worker = ops.spawn_worker(
-            claim, project=paths.project, project_key=key, runner_id=runner_id,
-            config_json=WorkerConfig.from_settings(settings, paths).to_json(),
-            now=time.monotonic())
-        follower = TraceFollower(Bundle(paths.runs_dir, prepared.run_id))
-        code = _follow(worker, follower, stops, settings, echo)
-        for line in follower.lines():
-            echo(line)
-        if after_exit(store, ops, key, claim, code):
-            give_back(store, paths.runs_dir, claim)  # so a host resumes it at once
-        return _outcome(store, follower, claim.run_id, paths, echo)
+        yield runner
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        store.unregister_runner(runner_id)
+        store.unregister_runner(runner.runner_id)
 
 
-def _follow(worker: WorkerHandle, follower: TraceFollower, stops: list[int],
-            settings: Settings, echo: Callable[[str], None]) -> int:
-    """Show the trace until the worker exits; a stop signal asks it to park."""
-    asked: float | None = None
-    while (code := worker.poll()) is None:
-        for line in follower.lines():
-            echo(line)
-        now = time.monotonic()
-        if stops and asked is None:
-            echo("parking the run (a host resumes it); press Ctrl-C again to stop at once")
-            worker.terminate(now)
-            asked = now
-        elif asked is not None and (len(stops) > 1 or now - asked > settings.drain_grace_s):
-            worker.kill(now)
-        time.sleep(POLL_S)
-    return int(code)
-
-
-def _outcome(store: Store, follower: TraceFollower, run_id: str, paths: Paths,
-             echo: Callable[[str], None]) -> int:
-    row = store.get(run_id)
-    if row is None:
-        echo(f"run {run_id} is gone; see `pi-workflows list`")
-        return ExitCode.PARKED
-    status = follower.status()
-    code = exit_code(row.state, status)
-    if row.state in UNOWNED:
-        poke(paths.state_dir)
-        echo(f"parked: `pi-workflows host` resumes it; `pi-workflows watch {run_id}` follows it")
-    elif row.state in TERMINAL and status not in SETTLED_STATUSES:
-        echo(ended_without_bundle(row))
-    elif code is None:
-        echo(f"run {run_id} is {row.state}; see `pi-workflows status {run_id}`")
-        return ExitCode.PARKED
-    return ExitCode.PARKED if code is None else code
+def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
+                 echo: Echo, os_layer: OsLayer | None = None) -> int:
+    """``run NAME`` without a session: inserted already claimed, owned here from birth."""
+    with session_runner(store, settings, paths, echo=echo, os_layer=os_layer) as runner:
+        claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
+                                       runner.runner_id)
+        return runner.drive(claim)

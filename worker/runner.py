@@ -10,6 +10,7 @@ worker's engine, control and agent interface.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +59,7 @@ def settle_queue(store: Store, claim: Claim, state: QueueState, outcome: str,
     target = queue_state_for(outcome)
     if target == Q.DONE:
         _running(store, claim, state)
-        store.finish(run_id, claim.token)
+        store.finish(run_id, claim.token, outcome)
         return RunOutcome(run_id, outcome)
     if target == Q.CANCELLED:
         store.cancel(run_id, claim.token)
@@ -79,10 +80,15 @@ def _load(store: Store, claim: Claim, writer: BundleWriter,
     try:
         return load_workflow_file(row.source_path)
     except WorkflowLoadError as exc:
+        code, message = "workflow_invalid", exc.message
+        if not os.path.exists(row.source_path):
+            code = "workflow_not_found"
+            message = (f"the workflow file {row.source_path} of {row.workflow!r} no longer"
+                       " exists; restore it or start the workflow again")
         if writer.bundle.exists():  # the bundle records the failure too
-            settle_bundle(writer, "run_failed", {"code": "workflow_invalid",
-                                                 "message": safe_error_message(exc.message)})
-        return _fail(store, claim, "workflow_invalid", exc.message)
+            settle_bundle(writer, "run_failed", {"code": code,
+                                                 "message": safe_error_message(message)})
+        return _fail(store, claim, code, message)
 
 
 def _open(store: Store, claim: Claim, engine: Engine, row: QueueRow, loaded: LoadedWorkflow,
@@ -123,6 +129,9 @@ def _open(store: Store, claim: Claim, engine: Engine, row: QueueRow, loaded: Loa
         return settle_queue(store, claim, claim.state, str(state.get("status")),
                             state.get("error"))
     except SourceChanged as exc:
+        if claim.state == Q.STARTING and row.origin_session is not None:
+            # A launch that never got going: seed 002 fails it, with a follow-up.
+            return _fail(store, claim, exc.code, exc.message)
         # Not a failure: the run waits, parked and blocked, for a person to
         # accept the new definition (`resume --force`) or cancel it.
         _running(store, claim, claim.state)
@@ -151,7 +160,7 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
     if isinstance(loaded, RunOutcome):
         return loaded
     engine = Engine(loaded.workflow, writer, store, project_dir=project_dir, control=control,
-                    agent=agent, notifier=store, session_id=row.origin_session,
+                    agent=agent, notifier=store, session_id=row.notify_session,
                     park_grace_s=park_grace_s)
     if engine_hook is not None:
         engine_hook(engine)

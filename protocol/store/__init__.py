@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..clock import Clock, now_ms
+from .base import intent_id_for
+from .catchup import CatchUp, CatchUpOps
+from .claims import ClaimOps
 from .db import Database
 from .effects import EffectOps
-from .feed import FeedOps, intent_id_for
+from .feed import FeedOps
 from .queue import QueueOps
 from .queue_reads import QueueReads
 from .records import (
@@ -33,12 +36,12 @@ if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
     from ..settings import Settings
 
 __all__ = [
-    "SCHEMA_ID", "Claim", "Effect", "Notification", "QueueRow", "Renewal", "RunEvent",
+    "SCHEMA_ID", "CatchUp", "Claim", "Effect", "Notification", "QueueRow", "Renewal", "RunEvent",
     "RunSource", "RunnerRow", "Store", "TurnIntent", "intent_id_for", "open_store",
 ]
 
 
-class Store(QueueOps, QueueReads, RunnerOps, FeedOps, EffectOps):
+class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, EffectOps):
     """All store operations over one connection (use one ``Store`` per thread)."""
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,

@@ -8,13 +8,30 @@ import sqlite3 (``db.py`` does).
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from typing import Any
 
 from ..clock import Clock
-from ..errors import ClaimLost
+from ..errors import ClaimLost, NotFound
 from ..limits import encode_payload
 from .db import Database, Tx
+from .records import QueueRow
+
+LAUNCH_FAILED = "launch_failed"  # the source event of a launch's follow-up turn intent
+
+
+def intent_id_for(session_id: str, run_id: str, source_event: str, cause: str) -> str:
+    """Deterministic: the same (session, run, event, cause) always names one intent."""
+    raw = "\x1f".join((session_id, run_id, source_event, cause)).encode()
+    return "ti-" + hashlib.sha256(raw).hexdigest()[:32]
+
+
+def load_row(tx: Tx, run_id: str) -> QueueRow:
+    row = tx.one("SELECT * FROM workflow_run_queue WHERE run_id = ?", (run_id,))
+    if row is None:
+        raise NotFound(f"no run {run_id} in the queue", code="run_not_found")
+    return QueueRow.from_row(row)
 
 
 def new_token() -> str:
@@ -40,6 +57,29 @@ class StoreBase:
                      " WHERE run_id = ?", (run_id,))
         if row is None or row["claim_token"] != token or (row["lease_expires_at"] or 0) <= now:
             raise ClaimLost(f"the claim on run {run_id} is no longer held")
+
+    @staticmethod
+    def _owned(tx: Tx, run_id: str, token: str, now: int) -> QueueRow:
+        """Inside the caller's transaction: the row, if ``token`` is its live claim."""
+        row = load_row(tx, run_id)
+        if (row.claim_token is None or row.claim_token != token
+                or (row.lease_expires_at or 0) <= now):
+            raise ClaimLost(f"the claim on run {run_id} is no longer held (state {row.state})")
+        return row
+
+    @staticmethod
+    def _add_turn_intent(tx: Tx, session_id: str, run_id: str, source_event: str, cause: str,
+                         payload: dict[str, Any], now: int) -> tuple[str, bool]:
+        """Inside the caller's transaction: the deterministic intent, created if new."""
+        intent_id = intent_id_for(session_id, run_id, source_event, cause)
+        if tx.one("SELECT 1 FROM workflow_turn_intents WHERE intent_id = ?", (intent_id,)):
+            return intent_id, False
+        tx.execute(
+            "INSERT INTO workflow_turn_intents(intent_id, session_id, run_id, source_event,"
+            " cause, payload, state, created_at) VALUES (?,?,?,?,?,?,'pending',?)",
+            (intent_id, session_id, run_id, source_event, cause,
+             encode_payload(payload, "turn intent payload"), now))
+        return intent_id, True
 
     @staticmethod
     def _event(tx: Tx, run_id: str, type_: str, at: int, payload: dict[str, Any]) -> int:

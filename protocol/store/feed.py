@@ -7,7 +7,6 @@ delivered or resolved exactly once. No sqlite3.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from ..errors import ConflictError, TransitionRefused, UsageError
@@ -17,12 +16,6 @@ from .db import ConstraintViolation
 from .records import Notification, RunEvent, TurnIntent
 
 NOTIFICATION_KINDS = ("progress", "final")
-
-
-def intent_id_for(session_id: str, run_id: str, source_event: str, cause: str) -> str:
-    """Deterministic: the same (session, run, event, cause) always names one intent."""
-    raw = "\x1f".join((session_id, run_id, source_event, cause)).encode()
-    return "ti-" + hashlib.sha256(raw).hexdigest()[:32]
 
 
 class FeedOps(StoreBase):
@@ -142,21 +135,12 @@ class FeedOps(StoreBase):
         validate_run_id(run_id)
         validate_key(source_event, "source event")
         validate_key(cause, "cause")
-        intent_id = intent_id_for(session_id, run_id, source_event, cause)
-        body = encode_payload(payload, "turn intent payload")
         # The unique index raises when the statement runs, but the store error
         # (ConstraintViolation) is only raised once the transaction unwinds.
         try:
             with self._db.transaction() as tx:
-                existing = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?",
-                                  (intent_id,))
-                if existing is not None:
-                    return TurnIntent.from_row(existing), False
-                tx.execute(
-                    "INSERT INTO workflow_turn_intents(intent_id, session_id, run_id,"
-                    " source_event, cause, payload, state, created_at)"
-                    " VALUES (?,?,?,?,?,?,'pending',?)",
-                    (intent_id, session_id, run_id, source_event, cause, body, self._now()))
+                intent_id, created = self._add_turn_intent(tx, session_id, run_id, source_event,
+                                                           cause, payload, self._now())
                 row = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?",
                              (intent_id,))
         except ConstraintViolation:
@@ -164,7 +148,7 @@ class FeedOps(StoreBase):
                 f"run {run_id} already has a pending turn intent for session {session_id}",
                 code="intent_pending") from None
         assert row is not None
-        return TurnIntent.from_row(row), True
+        return TurnIntent.from_row(row), created
 
     def claim_turn_intents(self, session_id: str, *, limit: int = 10,
                            lease_ms: int | None = None) -> tuple[str, list[TurnIntent]]:

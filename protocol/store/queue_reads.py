@@ -31,6 +31,17 @@ class QueueReads(StoreBase):
                               " ORDER BY created_at, run_id LIMIT ?", (state, limit))
         return [QueueRow.from_row(r) for r in rows]
 
+    def session_run(self, session: str) -> QueueRow | None:
+        """The session's reservation, else the latest run it started or is told about."""
+        found = self.find_session_reservation(session)
+        if found is not None:
+            return found
+        with self._db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM workflow_run_queue WHERE origin_session = ?"
+                         " OR notify_session = ? ORDER BY created_at DESC, run_id DESC LIMIT 1",
+                         (session, session))
+        return None if row is None else QueueRow.from_row(row)
+
     def find_session_reservation(self, session: str) -> QueueRow | None:
         """The session's one active (queued/starting/running) run, if any."""
         with self._db.transaction(write=False) as tx:

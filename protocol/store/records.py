@@ -31,6 +31,7 @@ class QueueRow:
     definition_digest: str
     state: QueueState
     origin_session: str | None
+    notify_session: str | None
     runner_affinity: str | None
     runner_id: str | None
     claim_token: str | None
@@ -60,6 +61,7 @@ class QueueRow:
             "workflow": self.workflow,
             "queueState": self.state,
             "originSession": self.origin_session,
+            "notifySession": self.notify_session,
             "runnerId": self.runner_id,
             "leaseExpiresAt": self.lease_expires_at,
             "parentRunId": self.parent_run_id,

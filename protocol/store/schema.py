@@ -24,6 +24,7 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     state TEXT NOT NULL CHECK (state IN
         ('queued', 'starting', 'running', 'parked', 'done', 'failed', 'cancelled')),
     origin_session TEXT,
+    notify_session TEXT,
     runner_affinity TEXT,
     runner_id TEXT,
     claim_token TEXT,
@@ -51,6 +52,8 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     """CREATE INDEX workflow_run_queue_by_state ON workflow_run_queue(state, created_at)""",
     """CREATE INDEX workflow_run_queue_by_runner ON workflow_run_queue(runner_id)
     WHERE runner_id IS NOT NULL""",
+    """CREATE INDEX workflow_run_queue_by_notify ON workflow_run_queue(notify_session)
+    WHERE notify_session IS NOT NULL""",
     """CREATE INDEX workflow_run_queue_by_affinity ON workflow_run_queue(runner_affinity)
     WHERE runner_affinity IS NOT NULL""",
     """CREATE INDEX workflow_run_queue_by_lease ON workflow_run_queue(lease_expires_at)
@@ -66,6 +69,7 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE session_watermarks (
     session_id TEXT PRIMARY KEY,
     seq INTEGER NOT NULL CHECK (seq >= 0),
+    pending_from INTEGER CHECK (pending_from IS NULL OR pending_from <= seq),
     updated_at INTEGER NOT NULL
 )""",
     """CREATE TABLE workflow_notifications (

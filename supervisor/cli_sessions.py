@@ -1,0 +1,128 @@
+"""The session commands: ``start``, ``activate`` and ``sync``.
+
+Owns parsing their arguments and printing their results; the protocol is in
+``supervisor.activation`` (deferred launches) and ``supervisor.sync``
+(catch-up). ``register(app)`` adds the commands. Never imports the worker.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..protocol.discovery import discover_for
+from ..protocol.errors import UsageError
+from ..protocol.launch import prepare_run
+from ..protocol.store import open_store
+from . import sync as catchup
+from .activation import activate, start
+from .cli_options import (
+    InputFileOpt,
+    InputJsonOpt,
+    JsonOpt,
+    ProjectOpt,
+    SessionOpt,
+    emit_json,
+    parse_input,
+    project_context,
+    session_id,
+)
+
+FOLLOW_POLL_S = 0.2
+
+
+def _required(session: str | None, command: str) -> str:
+    checked = session_id(session)
+    if checked is None:
+        raise UsageError(f"`{command}` acts for a session: give --session ID or set"
+                         " PI_WORKFLOWS_SESSION", code="session_required")
+    return checked
+
+
+def start_command(
+    name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
+    task: Annotated[list[str] | None, typer.Argument(
+        help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
+    input_json: InputJsonOpt = None,
+    input_file: InputFileOpt = None,
+    session: SessionOpt = None,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Queue a run for SESSION to start later with `activate` (a durable deferred launch).
+
+    Every check runs first (workflow, input, store, the session's one active
+    run); only then is the run reserved, and its final id printed. Nothing
+    runs until `pi-workflows activate --session S`; a host never starts it.
+    """
+    settings, paths = project_context(project)
+    owner = _required(session, "start")
+    raw = parse_input(task, input_json, input_file)
+    prepared = prepare_run(discover_for(settings, paths.project), name, raw)
+    with open_store(settings, paths.store_file) as store:
+        row = start(store, prepared, owner)
+    if as_json:
+        emit_json({"action": "start", "workflow": row.workflow, "runId": row.run_id,
+                   "queued": True})
+    else:
+        typer.echo(f"Workflow {row.workflow} queued (run {row.run_id}).")
+
+
+def activate_command(
+    session: SessionOpt = None,
+    project: ProjectOpt = Path("."),
+) -> None:
+    """Start SESSION's queued run here and show it live, like `run` (the safe idle boundary).
+
+    Recovers an interrupted launch of the session first. Exit codes as for
+    `run`: 0 completed (or nothing to activate), 1 failed or cancelled, 3
+    waiting at a checkpoint, 4 parked.
+    """
+    settings, paths = project_context(project)
+    owner = _required(session, "activate")
+    with open_store(settings, paths.store_file) as store:
+        code = activate(store, settings, paths, owner, echo=typer.echo)
+    raise typer.Exit(code)
+
+
+def sync_command(
+    session: SessionOpt = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow", help="Keep showing what changes, until Ctrl-C.")] = False,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Catch SESSION up: every run that changed since its last sync, once, in its latest state.
+
+    Also delivers the session's notifications and follow-ups, each once. The
+    first sync of a session shows its own runs and the project's parked and
+    waiting ones. With --follow, new changes are shown as they happen.
+    """
+    settings, paths = project_context(project)
+    owner = _required(session, "sync")
+    with open_store(settings, paths.store_file) as store:
+        first = True
+        try:
+            while True:
+                snapshot = catchup.take(store, paths.runs_dir, owner)
+                if as_json:
+                    if first or not snapshot.empty:
+                        emit_json(snapshot.as_json())
+                else:
+                    catchup.show(snapshot, typer.echo, quiet_when_empty=not first)
+                catchup.delivered(store, snapshot)
+                if not follow:
+                    return
+                first = False
+                time.sleep(FOLLOW_POLL_S)
+        except KeyboardInterrupt:
+            return  # what was shown is confirmed; the rest comes next time
+
+
+def register(app: typer.Typer) -> None:
+    app.command("start")(start_command)
+    app.command("activate")(activate_command)
+    app.command("sync")(sync_command)

@@ -1,0 +1,162 @@
+"""Catch-up for a session that comes back: ``pi-workflows sync``.
+
+Owns the snapshot protocol of seed 000 (decisions 10 and 11): what changed
+since the session's watermark, each run once in its latest state, recomputed
+from the store and the bundles; the watermark is moved before the snapshot
+is shown and confirmed after (``protocol.store.catchup``), so a crash in
+between loses nothing. The same call delivers the session's passive
+notifications and its follow-up turns, each exactly once: leased, shown,
+then marked. Imports ``protocol`` and the supervisor's views.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..protocol.liveness import is_same_process
+from ..protocol.states import QueueState, RunStatus
+from ..protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
+from .activation import follow_up_text
+from .views import run_status
+
+Q, S = QueueState, RunStatus
+MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
+
+
+@dataclass
+class Snapshot:
+    session: str
+    catch_up: CatchUp
+    runs: list[dict[str, Any]]
+    notifications: list[Notification] = field(default_factory=list)
+    follow_ups: list[TurnIntent] = field(default_factory=list)
+    notification_token: str | None = None
+    intent_token: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not (self.runs or self.notifications or self.follow_ups)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session, "watermark": self.catch_up.head,
+            "since": self.catch_up.since, "firstSync": self.catch_up.first,
+            "runs": self.runs,
+            "notifications": [{"id": n.id, "runId": n.run_id, "nodeId": n.node_id,
+                               "kind": n.kind, **n.payload} for n in self.notifications],
+            "followUps": [{"intentId": t.intent_id, "runId": t.run_id, "cause": t.cause,
+                           "message": _follow_up(t), **t.payload} for t in self.follow_ups],
+        }
+
+
+def host_running(store: Store) -> bool:
+    """A host runner is registered and its process (pid and start time) is alive."""
+    return any(r.kind == "host" and is_same_process(r.pid, r.pid_start_time)
+               for r in store.list_runners())
+
+
+def _bounded(value: Any) -> tuple[Any, bool]:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return value, False
+    return text[:MAX_OUTPUT_CHARS] + "…", True
+
+
+def _change(row: QueueRow, runs_dir: Path, hosted: bool) -> dict[str, Any]:
+    """One run's entry: its status object plus what a person should know or do.
+
+    The queue row was read with the feed's head, so it decides the kind of
+    change; the bundle (which may be a step ahead) supplies the details.
+    """
+    info = run_status(row, runs_dir)
+    status = info.get("runStatus")
+    if row.state == Q.DONE:
+        kind = "waiting" if status == S.WAITING else "completed"
+    elif row.state == Q.FAILED:
+        kind = "timed_out" if status == S.TIMED_OUT else "failed"
+    else:
+        kind = str(row.state)
+    info["change"] = kind
+    if kind == "completed":
+        info["finalOutput"], info["finalOutputTruncated"] = _bounded(info.get("finalOutput"))
+    else:
+        info.pop("finalOutput", None)
+    if kind == "waiting":
+        info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT..."
+    if kind == "parked":
+        info["hostRunning"] = hosted
+    return info
+
+
+def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = None) -> Snapshot:
+    """Compute the snapshot and move the watermark; nothing is shown yet."""
+    catch_up = store.begin_catch_up(session)
+    hosted = host_running(store)
+    runs = [_change(row, runs_dir, hosted) for row in catch_up.rows]
+    note_token, notes = store.claim_notifications(session, lease_ms=lease_ms)
+    intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms)
+    return Snapshot(session, catch_up, runs, notes, intents, note_token, intent_token)
+
+
+def delivered(store: Store, snapshot: Snapshot) -> None:
+    """The snapshot was shown: confirm the watermark, mark what was delivered."""
+    store.end_catch_up(snapshot.catch_up)
+    if snapshot.notification_token is not None:
+        for note in snapshot.notifications:
+            store.mark_notification_delivered(note.id, snapshot.notification_token)
+    if snapshot.intent_token is not None:
+        for intent in snapshot.follow_ups:
+            store.resolve_turn_intent(intent.intent_id, snapshot.intent_token)
+
+
+def _follow_up(intent: TurnIntent) -> str:
+    p = intent.payload
+    return follow_up_text(str(p.get("workflow", "?")), intent.run_id,
+                          str(p.get("error") or intent.cause))
+
+
+def run_line(info: dict[str, Any]) -> str:
+    head = f"{info['runId']}  {info['workflow']}  "
+    kind = str(info["change"])
+    node = info.get("currentNode")
+    error = f" [{info.get('errorCode')}] {info.get('error') or ''}".rstrip()
+    if kind == "completed":
+        out = info.get("finalOutput")
+        shown = out if isinstance(out, str) else json.dumps(out, sort_keys=True)
+        return head + f"completed: {shown}"
+    if kind == "waiting":
+        summary = f": {info['summary']}" if info.get("summary") else ""
+        return (head + f"waiting at {info.get('waitingOn')}{summary}; answer with"
+                f" `pi-workflows answer {info['runId']} TEXT...`")
+    if kind in ("failed", "timed_out", "cancelled"):
+        return head + kind.replace("_", " ") + (error if kind != "cancelled" else "")
+    if kind == "parked":
+        why = error if info.get("errorCode") else ""
+        who = ("a running host resumes it" if info.get("hostRunning")
+               else "no host is running: start `pi-workflows host` to resume it")
+        return head + f"parked at {node}{why}; {who}"
+    if kind in ("running", "starting"):
+        return head + kind + (f" at {node}" if node else "")
+    return head + kind  # queued: waits for `activate` (a session's) or a host
+
+
+def lines(snapshot: Snapshot) -> list[str]:
+    out = [run_line(info) for info in snapshot.runs]
+    for note in snapshot.notifications:
+        workflow = note.payload.get("workflow") or "?"
+        out.append(f"[{note.kind}] {workflow} ({note.run_id}): {note.payload.get('message', '')}")
+    out.extend(f"follow-up: {_follow_up(intent)}" for intent in snapshot.follow_ups)
+    return out
+
+
+def show(snapshot: Snapshot, echo: Callable[[str], None], *, quiet_when_empty: bool) -> None:
+    if snapshot.empty:
+        if not quiet_when_empty:
+            echo(f"session {snapshot.session}: nothing new since the last sync")
+        return
+    for line in lines(snapshot):
+        echo(line)
