@@ -129,8 +129,9 @@ def _open(store: Store, claim: Claim, engine: Engine, row: QueueRow, loaded: Loa
         return settle_queue(store, claim, claim.state, str(state.get("status")),
                             state.get("error"))
     except SourceChanged as exc:
-        if claim.state == Q.STARTING and row.origin_session is not None:
-            # A launch that never got going: seed 002 fails it, with a follow-up.
+        if claim.state == Q.STARTING and row.origin_session is not None \
+                and row.started_at is None:
+            # A launch that never ran (seed 002): it fails, with a follow-up.
             return _fail(store, claim, exc.code, exc.message)
         # Not a failure: the run waits, parked and blocked, for a person to
         # accept the new definition (`resume --force`) or cancel it.

@@ -224,7 +224,8 @@ class QueueOps(StoreBase):
         def launch_failed(tx: Tx, before: QueueRow, now: int) -> None:
             # A deferred launch that fails before it runs owes its session one
             # follow-up turn (seed 002), durable in the same transaction.
-            if before.state == Q.STARTING and before.origin_session is not None:
+            if before.state == Q.STARTING and before.origin_session is not None \
+                    and before.started_at is None:
                 self._add_turn_intent(tx, before.origin_session, run_id, LAUNCH_FAILED, code, {
                     "workflow": before.workflow, "runId": run_id, "state": Q.FAILED,
                     "errorCode": code, "error": safe}, now)
