@@ -305,6 +305,16 @@ class BundleWriter:
             write_json_atomic(self.bundle.manifest_path, self._manifest,
                               sync=self.fsync != "never")
 
+    def capture(self, records: list[dict[str, Any]]) -> None:
+        """Append an agent conversation's capture to ``session/events.ndjson``.
+
+        Fenced like every write; never fsynced (it is evidence for people, and
+        the conversation itself is Pi's session file).
+        """
+        data = b"".join((compact_json(r) + "\n").encode() for r in records)
+        with self._fence():
+            append_line(self.bundle.session_dir / "events.ndjson", data, sync=False)
+
     def write_processes(self, processes: dict[str, Any]) -> None:
         # Never fsynced: after a power loss no recorded process is alive anyway.
         with self._fence():

@@ -76,6 +76,12 @@ class Settings(BaseSettings):
     hung_kill_after_s: float = Field(default=5.0, ge=0)
     standby: bool = True
 
+    # Agent steps (docs/agents.md).
+    pi_bin: str | None = None  # default: the project-local install, then `pi` on PATH
+    pi_agent_dir: Path | None = None  # PI_CODING_AGENT_DIR for the Pi child
+    pi_args: str = ""  # extra `pi` arguments, split like a shell does
+    agent_reminders: int = Field(default=2, ge=0, le=10)
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -8,15 +8,18 @@ from the package.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 # The rest of the package uses these names from here, never ``subprocess``
 # itself (an import contract holds every spawn to this module).
+_PR_SET_PDEATHSIG = 1
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 Popen = subprocess.Popen
@@ -32,14 +35,31 @@ def spawn(
     stdout: int | IO[Any] | None = None,
     stderr: int | IO[Any] | None = None,
     pass_fds: Sequence[int] = (),
+    drop_env: Sequence[str] = (),
+    pdeathsig: int | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as the leader of a new session and process group."""
+    """Start ``argv`` as the leader of a new session and process group.
+
+    ``pdeathsig``: Linux sends the child this signal when the spawning
+    *thread* exits, so a caller that wants it spawns from a long-lived thread.
+    """
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
+    for name in drop_env:
+        full_env.pop(name, None)
+    preexec = None
+    if pdeathsig is not None and sys.platform.startswith("linux"):
+        sig = int(pdeathsig)
+
+        def preexec() -> None:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
     return subprocess.Popen(
         list(argv), cwd=cwd, env=full_env, stdin=stdin, stdout=stdout, stderr=stderr,
         start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
+        # preexec_fn is unsafe with threads in general; a lone prctl call is not.
+        preexec_fn=preexec,
     )
 
 

@@ -10,6 +10,7 @@ Imports ``protocol.paths`` only.
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,15 +30,23 @@ class WorkerConfig:
     fsync: str
     park_grace_s: float
     log_level: str
-    # Extra command-line arguments for `pi` in agent steps (`host -- ARGS`).
+    # Agent steps: extra `pi` arguments (the setting, then `host -- ARGS`),
+    # the Pi binary and agent directory if set, and reminders per step.
     pi_args: tuple[str, ...] = ()
+    pi_bin: str | None = None
+    pi_agent_dir: str | None = None
+    agent_reminders: int = 2
 
     @classmethod
     def from_settings(cls, settings: Any, paths: Paths,
                       pi_args: tuple[str, ...] = ()) -> WorkerConfig:
+        configured = tuple(shlex.split(settings.pi_args or ""))
+        agent_dir = settings.pi_agent_dir
         return cls(paths, settings.lease_ms, settings.renew_ms, settings.busy_timeout_ms,
                    settings.sqlite_synchronous, settings.fsync, settings.park_grace_s,
-                   settings.log_level, tuple(pi_args))
+                   settings.log_level, configured + tuple(pi_args), settings.pi_bin,
+                   None if agent_dir is None else str(Path(agent_dir).expanduser()),
+                   int(settings.agent_reminders))
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -52,4 +61,5 @@ class WorkerConfig:
         return cls(paths, int(data["lease_ms"]), int(data["renew_ms"]),
                    int(data["busy_timeout_ms"]), str(data["sqlite_synchronous"]),
                    str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]),
-                   tuple(str(a) for a in data.get("pi_args", ())))
+                   tuple(str(a) for a in data.get("pi_args", ())), data.get("pi_bin"),
+                   data.get("pi_agent_dir"), int(data.get("agent_reminders", 2)))

@@ -17,16 +17,21 @@ from typing import Any, Protocol
 
 from ..protocol.states import Outcome
 
-STEP_CONTRACT = (
-    "\n\n---\nWorkflow step contract: when the step is done, call the `workflow` tool with"
-    " action `submit` and your result as `output`. Use action `update` with a short"
-    " `message` to report progress. If a submission is rejected, read the reason, fix the"
-    " result and submit again."
-)
+STEP_CONTRACT = """
+
+---
+Workflow step contract (pi-workflows): workflow {workflow}, step {step}, attempt {attempt}.
+When the step is done, call the `workflow` tool once with:
+  {{"action": "submit", "step": "{step}", "attempt": "{attempt}", "output": <your result>}}
+To report progress on the way, call it with:
+  {{"action": "update", "step": "{step}", "attempt": "{attempt}", "update": "<short message>"}}
+If a submission is rejected, read the reason, fix the result and submit again."""
 
 
-def with_contract(prompt: str, expected_output: Mapping[str, Any] | None) -> str:
-    text = prompt + STEP_CONTRACT
+def with_contract(prompt: str, expected_output: Mapping[str, Any] | None, *,
+                  workflow: str | None = None, step: str = "", attempt: str = "") -> str:
+    """The node's prompt plus the step contract (docs/agents.md shows the format)."""
+    text = prompt + STEP_CONTRACT.format(workflow=workflow or "?", step=step, attempt=attempt)
     if expected_output:
         text += "\nThe output must match this JSON schema:\n" + json.dumps(
             expected_output, sort_keys=True)

@@ -77,6 +77,7 @@ class Engine:
         self.effects = effects
         self.agent = agent
         self.run_id = writer.bundle.run_id
+        self.workflow_name = workflow.name
         self.token = writer.token
         self.project_dir = project_dir
         self.control = control or Control()

@@ -17,12 +17,14 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
-from ..protocol.processes import self_record, with_entry
+from ..protocol.processes import child_record, self_record, with_entry
 from ..protocol.retry import retry_store, with_retries
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, Store
@@ -41,6 +43,10 @@ from ..protocol.workerconfig import WorkerConfig
 from .control import Control
 from .engine import PARKED, Engine
 from .runner import execute_claim
+
+if TYPE_CHECKING:  # Pi support is imported with the first agent run, not at boot
+    from .agent import AgentHooks, AgentRequest, AgentResult
+    from .pi_executor import PiExecutor
 
 PR_SET_PDEATHSIG = 1
 
@@ -209,6 +215,43 @@ def main(argv: list[str] | None = None) -> int:
     return _execute(args, settings, paths, store, claim, control, parent)
 
 
+def pi_executor(settings: WorkerConfig, paths: Paths, store: Store,
+                claim: Claim) -> PiExecutor:
+    """The run's agent executor; Pi itself starts only with the first agent node."""
+    from .capture import Capture
+    from .pi_executor import PiExecutor, PiSettings
+
+    # Its own writer (its own lock handle): capture runs beside the engine's writes.
+    side = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token, fsync="never")
+
+    def record(pid: int) -> None:
+        side.write_processes(with_entry(side.bundle.processes(),
+                                        child_record(pid, "pi", claim.runner_id)))
+
+    return PiExecutor(PiSettings(settings.pi_bin, settings.pi_args, settings.pi_agent_dir,
+                                 settings.agent_reminders),
+                      project_dir=paths.project, session_dir=side.bundle.session_dir,
+                      record_process=record, capture=Capture(side.capture))
+
+
+class _LazyAgent:
+    """The agent executor, built (and Pi support imported) by the first agent node."""
+
+    def __init__(self, make: Callable[[], PiExecutor]) -> None:
+        self._make = make
+        self._agent: PiExecutor | None = None
+
+    def run(self, request: AgentRequest, hooks: AgentHooks,
+            stop: threading.Event) -> AgentResult:
+        if self._agent is None:
+            self._agent = self._make()
+        return self._agent.run(request, hooks, stop)
+
+    def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close()
+
+
 def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,
              claim: Claim, control: Control, parent: int) -> int:
     stop = threading.Event()
@@ -220,6 +263,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
     def on_engine(engine: Engine) -> None:
         engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")
 
+    agent = _LazyAgent(lambda: pi_executor(settings, paths, store, claim))
     try:
         writer = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token,
                               fsync=settings.fsync)
@@ -227,7 +271,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         writer.write_processes(with_entry(existing, self_record("worker", args.runner)))
         result = execute_claim(store, claim, runs_dir=paths.runs_dir, project_dir=paths.project,
                                fsync=settings.fsync, control=control, force=args.force,
-                               park_grace_s=settings.park_grace_s,
+                               park_grace_s=settings.park_grace_s, agent=agent,
                                engine_hook=on_engine)
     except ClaimLost:
         return WorkerExit.CLAIM_LOST
@@ -237,6 +281,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
         return WorkerExit.CRASHED
     finally:
+        agent.close()  # Pi and its bash commands stop before the worker exits
         stop.set()
     if lost.is_set() and result.outcome == PARKED:
         return WorkerExit.CLAIM_LOST

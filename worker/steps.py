@@ -44,6 +44,7 @@ class StepHost(Protocol):
 
     run_id: str
     token: str
+    workflow_name: str | None
     effects: EffectStore
     agent: AgentExecutor | None
 
@@ -161,8 +162,9 @@ def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
         prompt = str(resolve_value(node.prompt, ctx))
     except Exception as exc:
         return error_outcome(exc)
-    request = AgentRequest(ctx.run_id, node.id, ctx.attempt_id,
-                           with_contract(prompt, node.expected_output), node.expected_output,
+    contract = with_contract(prompt, node.expected_output, workflow=host.workflow_name,
+                             step=node.id, attempt=ctx.attempt_id)
+    request = AgentRequest(ctx.run_id, node.id, ctx.attempt_id, contract, node.expected_output,
                            timeout_s)
     hooks = _Hooks(host, node, ctx)
     try:
