@@ -95,6 +95,10 @@ from .cli_sessions import register as _register_sessions  # noqa: E402
 
 _register_sessions(app)
 
+from .cli_agents import register as _register_agents  # noqa: E402
+
+_register_agents(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

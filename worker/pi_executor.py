@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.limits import safe_error_message
+from ..protocol.pibin import SESSION_FILE, PiUnavailable, find_pi
 from ..protocol.spawn import Popen
 from ..protocol.states import Outcome
 from .agent import AgentHooks, AgentRequest, AgentResult
 from .bridge_server import BridgeServer
 from .capture import Capture
-from .pi_rpc import PiOptions, PiProcess, PiUnavailable, find_pi
+from .pi_rpc import PiOptions, PiProcess
 
-SESSION_FILE = "pi-session.jsonl"
 ABORT_WAIT_S = 5.0
 POLL_S = 0.05
 REMINDER = ("You ended your turn without an accepted submission for workflow step {step}"

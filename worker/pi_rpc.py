@@ -1,6 +1,6 @@
 """One headless Pi child (``pi --mode rpc``) and the JSON-lines protocol to it.
 
-Owns finding the Pi binary, its command line and environment (isolated from
+Owns the Pi child's command line and environment (isolated from
 whatever else is installed; see docs/agents.md), starting it from a
 long-lived thread so ``PR_SET_PDEATHSIG`` follows the worker rather than a
 node's thread, reading its stdout (split on ``\\n`` only: JSON strings may
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..protocol.limits import safe_error_message
+from ..protocol.pibin import PiUnavailable
 from ..protocol.spawn import PIPE, Popen, TimeoutExpired, signal_group, spawn
 
 BRIDGE = Path(__file__).with_name("bridge") / "workflow_tool.ts"
@@ -33,27 +34,6 @@ BRIDGE = Path(__file__).with_name("bridge") / "workflow_tool.ts"
 ISOLATION = ("--no-extensions", "--no-skills", "--no-prompt-templates", "--no-themes")
 STDERR_TAIL_BYTES = 4096
 TERM_WAIT_S = 3.0
-
-
-class PiUnavailable(Exception):
-    """Pi is missing or will not start: the agent node fails with this message."""
-
-
-def find_pi(configured: str | None) -> str:
-    """The setting, else the install next to the package (``scripts/setup``), else PATH."""
-    if configured:
-        found = shutil.which(configured) or (configured if os.path.isfile(configured) else None)
-        if found is None:
-            raise PiUnavailable(f"pi not found at {configured} (PI_WORKFLOWS_PI_BIN)")
-        return found
-    # authoring/ is the ``pi_workflows`` package; node_modules sits beside it.
-    local = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "pi"
-    if local.is_file():
-        return str(local)
-    on_path = shutil.which("pi")
-    if on_path:
-        return on_path
-    raise PiUnavailable("pi not found: run scripts/setup or set PI_WORKFLOWS_PI_BIN")
 
 
 @dataclass(frozen=True)
