@@ -23,24 +23,32 @@ A reply is one of:
 - ``Stall("Hel", after=("lo",))``: send some deltas, then block until the test
   calls ``release()`` (the stream then finishes normally), the client
   disconnects (an abort), or the stall's deadline passes (recorded as a
-  problem, and the connection is reset);
+  problem, and the connection is reset); keep it to ``wait_reached()``,
+  ``release()`` and ``wait_done()`` (its outcome) from the test;
 - ``Close("Hel")``: send some deltas (or, with ``headers=False``, nothing at
   all), then reset the connection.
 
 Every reply takes ``delay=`` seconds to wait before the response starts.
+A function script decides from what the model was sent, for example
+``lambda r: Text("done") if r.texts("tool") else ToolCalls(call("bash", {...}))``.
 When the script runs out the server answers HTTP 500 naming the problem and
 records it in ``problems``; ``check()`` raises if any problem was recorded.
 
+    from e2e.pi_env import PiRpc, make_pi_env
     from e2e.scripted_model import ScriptedModel, Text, ToolCalls, call
 
-    with ScriptedModel([ToolCalls(call("read", {"path": "notes.txt"})),
-                        Text("The notes say ", "hello.")]) as model:
+    script = [ToolCalls(call("read", {"path": "notes.txt"})),  # answers request 1
+              Text("The notes say ", "hello.")]                # answers request 2
+    with ScriptedModel(script) as model:
         env = make_pi_env(tmp_path, model.base_url, model_id=model.model_id)
-        ...  # run Pi with env; it makes two requests
+        (env.cwd / "notes.txt").write_text("hello")
+        with PiRpc(env) as pi:
+            pi.request({"type": "prompt", "message": "read my notes"})
+            events = pi.read_until("agent_end")
         first, second = model.completions
         assert "read" in first.tool_names
         assert second.messages[-1]["role"] == "tool"  # the model saw the tool result
-        model.check()
+        model.check()  # no unscripted request, no server-side error
 
 Each HTTP response closes its connection (``Connection: close``), so no idle
 keep-alive connection outlives a request and ``stop()`` ends every handler.
