@@ -46,6 +46,8 @@ def describe(event: dict[str, Any]) -> str:
         nxt = f" -> {p['next']}" if p.get("next") else ""
         outcome = result.get("outcome", Outcome.FAILED)
         return f"{head} {node}: {outcome} [{code}] {_short(message or '')}{nxt}"
+    if kind == "agent_prompt_sent":
+        return f"{head} {node}: prompt sent to the agent ({p.get('chars')} characters)"
     if kind == "effect_recorded":
         return f"{head} {node}: effect {p.get('effect')} ({p.get('effectKey')})"
     if kind == "update_published":

@@ -1,7 +1,7 @@
 """The worker's end of the ``workflow`` tool: a local socket the bridge asks for verdicts.
 
-Owns a listening UNIX socket (abstract on Linux, so no file and no path
-limit) and a thread that answers each bridge call with one JSON line
+Owns a listening UNIX socket (a file in a private temporary directory)
+and a thread that answers each bridge call with one JSON line
 ``{"ok", "message"}`` computed by the handler the executor sets for the
 step in progress. One call per connection; a handler error becomes a
 refusal, never a crash. Imports nothing from the package.
@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import socket
-import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -27,13 +25,11 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024  # a submission is bounded by the output lim
 class BridgeServer:
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        name = f"pi-workflows-bridge-{os.getpid()}-{secrets.token_hex(6)}"
-        if sys.platform.startswith("linux"):
-            self.address = "\0" + name
-            self._file: str | None = None
-        else:
-            self._file = os.path.join(tempfile.mkdtemp(prefix="pwb-"), "bridge.sock")
-            self.address = self._file
+        # A socket file in a fresh 0700 directory: only this user can connect,
+        # and the short path fits sun_path (Node's abstract-socket support
+        # varies by version, so no abstract name).
+        self._dir = tempfile.mkdtemp(prefix="pwb-")
+        self.address = os.path.join(self._dir, "bridge.sock")
         self.sock.bind(self.address)
         self.sock.listen(8)
         self._handler: Handler | None = None
@@ -84,6 +80,6 @@ class BridgeServer:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-        if self._file:
-            with contextlib.suppress(OSError):
-                os.unlink(self._file)
+        with contextlib.suppress(OSError):
+            os.unlink(self.address)
+            os.rmdir(self._dir)

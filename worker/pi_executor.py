@@ -35,6 +35,7 @@ from .capture import Capture
 from .pi_rpc import PiOptions, PiProcess
 
 ABORT_WAIT_S = 5.0
+RETRY_GRACE_S = 0.5
 POLL_S = 0.05
 REMINDER = ("You ended your turn without an accepted submission for workflow step {step}"
             " (attempt {attempt}). Finish the step and call the `workflow` tool with action"
@@ -208,6 +209,7 @@ class PiExecutor:
         prompt_id = pi.send({"type": "prompt", "message": message})
         provider_error: str | None = None
         aborted_at: float | None = None
+        ended_at: float | None = None
         while True:
             if stop.is_set() and aborted_at is None:
                 pi.send({"type": "abort"})
@@ -218,6 +220,9 @@ class PiExecutor:
             try:
                 event = pi.events.get(timeout=POLL_S)
             except queue.Empty:
+                if ended_at is not None and time.monotonic() - ended_at > RETRY_GRACE_S:
+                    return AgentResult(Outcome.FAILED, error_code="agent_provider_error",
+                                       error=f"the model provider failed: {provider_error}")
                 continue
             if event is None:
                 code = pi.exited()
@@ -234,13 +239,20 @@ class PiExecutor:
                 msg = event.get("message") or {}
                 if msg.get("role") == "assistant" and msg.get("stopReason") == "error":
                     provider_error = safe_error_message(msg.get("errorMessage") or "unknown")
+            if kind == "auto_retry_start":
+                provider_error = None  # Pi retries the provider itself: the turn goes on
+                ended_at = None
             if kind == "agent_end":
                 if aborted_at is not None:
                     return AgentResult(Outcome.CANCELLED, error="stopped")
-                if provider_error is not None:
-                    return AgentResult(Outcome.FAILED, error_code="agent_provider_error",
-                                       error=f"the model provider failed: {provider_error}")
-                return None
+                if provider_error is None:
+                    return None
+                # With the user's retry setting on, Pi follows a failed turn's end
+                # with auto_retry_start; give it a moment before calling it final.
+                ended_at = time.monotonic()
+            if ended_at is not None and time.monotonic() - ended_at > RETRY_GRACE_S:
+                return AgentResult(Outcome.FAILED, error_code="agent_provider_error",
+                                   error=f"the model provider failed: {provider_error}")
 
     def _restart_after_hang(self) -> None:
         """Pi did not end an aborted turn in time: the next step gets a fresh child."""
