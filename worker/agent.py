@@ -101,6 +101,13 @@ class AgentExecutor(Protocol):
         ...
 
 
+def warm_up(agent: object) -> None:
+    """Let an executor that can (``warm()``) get its agent ready before it is needed."""
+    warm = getattr(agent, "warm", None)
+    if callable(warm):
+        warm()
+
+
 @dataclass
 class ScriptedExecutor:
     """Replays scripted submissions per node; a rejection moves to the next one.

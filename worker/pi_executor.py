@@ -152,6 +152,14 @@ class PiExecutor:
             self._pi = PiProcess(options, on_spawn=self.record_process, spawner=self._spawner)
             return self._pi, self._bridge
 
+    def warm(self) -> None:
+        """Start Pi now, in the background, so the first agent node finds it up."""
+        def start() -> None:
+            with contextlib.suppress(Exception):  # the node itself reports a failure
+                self._ensure()
+
+        threading.Thread(target=start, daemon=True, name="pi-workflows-warm").start()
+
     def _stop_child(self) -> None:
         if self._pi is not None:
             self._pi.close()

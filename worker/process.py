@@ -247,6 +247,11 @@ class _LazyAgent:
             self._agent = self._make()
         return self._agent.run(request, hooks, stop)
 
+    def warm(self) -> None:
+        if self._agent is None:
+            self._agent = self._make()
+        self._agent.warm()
+
     def close(self) -> None:
         if self._agent is not None:
             self._agent.close()

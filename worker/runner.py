@@ -23,7 +23,7 @@ from ..protocol.limits import safe_error_message
 from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState, RunStatus, queue_state_for
 from ..protocol.store import Claim, QueueRow, Store
-from .agent import AgentExecutor
+from .agent import AgentExecutor, warm_up
 from .control import Control
 from .engine import PARKED, Engine, ResumeRefused, SourceChanged
 
@@ -165,6 +165,8 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
                     park_grace_s=park_grace_s)
     if engine_hook is not None:
         engine_hook(engine)
+    if agent is not None and any(n.kind == "agent" for n in loaded.workflow.nodes.values()):
+        warm_up(agent)  # Pi boots (about a second) while earlier nodes run
     stopped = _open(store, claim, engine, row, loaded, runs_dir, force)
     if stopped is not None:
         return stopped
