@@ -64,29 +64,62 @@ def describe(event: dict[str, Any]) -> str:
     return f"{head} {kind}" + (f" {node}" if node else "")
 
 
-class TraceFollower:
-    """Reads a bundle's trace from a remembered byte offset, one complete line at a time."""
+def describe_capture(record: dict[str, Any]) -> str | None:
+    """One line for a captured agent event (``session/events.ndjson``), or None to skip."""
+    at = time.strftime("%H:%M:%S", time.localtime(int(record.get("at", 0)) / 1000))
+    node, kind = record.get("nodeId"), record.get("kind")
+    if kind == "text":
+        return f"{at}   {node}> {_short(record.get('text', ''), 300)}"
+    if kind == "tool_start":
+        return f"{at}   {node}> tool {record.get('tool')} {_short(record.get('args', ''), 120)}"
+    if kind == "tool_end" and record.get("isError"):
+        return f"{at}   {node}> tool {record.get('tool')} failed: {_short(record.get('result'))}"
+    return None
 
-    def __init__(self, bundle: Bundle) -> None:
-        self.bundle = bundle
+
+class _Tail:
+    """Complete JSON lines appended to one file since the last call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.offset = 0
         self.pending = b""
 
-    def lines(self) -> list[str]:
-        if not self.bundle.trace_path.exists():
+    def records(self) -> list[dict[str, Any]]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
             return []
-        with open(self.bundle.trace_path, "rb") as fh:
-            fh.seek(self.offset)
-            chunk = fh.read()
         self.offset += len(chunk)
         *complete, self.pending = (self.pending + chunk).split(b"\n")
         out = []
         for line in complete:
             try:
-                out.append(describe(json.loads(line)))
+                record = json.loads(line)
             except ValueError:
                 continue  # a torn line, repaired by the next resume
+            if isinstance(record, dict):
+                out.append(record)
         return out
+
+
+class TraceFollower:
+    """A run as it happens: its trace, and its agents' captured text and tool calls."""
+
+    def __init__(self, bundle: Bundle) -> None:
+        self.bundle = bundle
+        self._trace = _Tail(bundle.trace_path)
+        self._capture = _Tail(bundle.session_dir / "events.ndjson")
+
+    def lines(self) -> list[str]:
+        items = [(int(e.get("at", 0)), 0, describe(e)) for e in self._trace.records()]
+        for record in self._capture.records():
+            line = describe_capture(record)
+            if line is not None:
+                items.append((int(record.get("at", 0)), 1, line))
+        return [line for _, _, line in sorted(items, key=lambda item: (item[0], item[1]))]
 
     def status(self) -> str | None:
         if not self.bundle.exists():
