@@ -13,6 +13,8 @@ BENCHES: dict[str, tuple[str, str]] = {
                "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
     "host": ("bench.host_bench",
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
+    "sync": ("bench.sync_bench",
+             "session catch-up on a 10,000-run store, feed -> `sync --follow` line latency"),
 }
 
 
