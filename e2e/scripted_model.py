@@ -427,6 +427,11 @@ class ScriptedModel:
             self._lock.notify_all()
         return request
 
+    def _chosen(self, request: Request, reply: str) -> None:
+        """Name the reply before it is sent: a client may look as soon as it has it."""
+        with self._lock:
+            request.reply = reply
+
     def _finish(self, request: Request, reply: str, outcome: str) -> None:
         with self._lock:
             request.reply, request.outcome = reply, outcome
@@ -593,6 +598,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.model._finish(request, name, waited)
                 return
         if isinstance(reply, HttpError):
+            self.model._chosen(request, f"HttpError({reply.status})")
             self._plain(reply.status, reply.payload(),
                         {"Content-Type": "application/json", **reply.headers})
             self.model._finish(request, f"HttpError({reply.status})", "complete")
@@ -606,6 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reset()
             self.model._finish(request, name, "reset")
             return
+        self.model._chosen(request, name)
         stream = _Stream(self, request)
         stream.begin()
         if isinstance(reply, Text):

@@ -7,6 +7,7 @@ Owns parsing their arguments and printing their results; the protocol is in
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Annotated
@@ -107,10 +108,16 @@ def sync_command(
         first = True
         try:
             while True:
+                if not first and store.nothing_new(owner):
+                    time.sleep(FOLLOW_POLL_S)  # an idle poll reads; it never writes
+                    continue
                 snapshot = catchup.take(store, paths.runs_dir, owner)
                 if as_json:
-                    if first or not snapshot.empty:
+                    if first and not follow:
                         emit_json(snapshot.as_json())
+                    elif first or not snapshot.empty:
+                        # --follow --json: one object per line, for a client to read.
+                        typer.echo(json.dumps(snapshot.as_json(), sort_keys=True))
                 else:
                     catchup.show(snapshot, typer.echo, quiet_when_empty=not first)
                 catchup.delivered(store, snapshot)

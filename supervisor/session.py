@@ -114,7 +114,11 @@ class SessionRunner:
             return ExitCode.PARKED
         status = follower.status()
         code = exit_code(row.state, status)
-        if row.state in UNOWNED:
+        if row.state == QueueState.QUEUED and row.origin_session is not None:
+            # A session's reservation: no host starts it, its session does.
+            self.echo(f"queued: `pi-workflows activate --session {row.origin_session}` starts"
+                      " it")
+        elif row.state in UNOWNED:
             poke(self.paths.state_dir)
             self.echo(f"{row.state}: `pi-workflows host` resumes it; `pi-workflows watch"
                       f" {run_id}` follows it")

@@ -25,6 +25,7 @@ from .views import run_status
 
 Q, S = QueueState, RunStatus
 MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
+MAX_DELIVERED = 500  # notifications (and follow-ups) one sync delivers; the rest come next
 
 
 @dataclass
@@ -66,7 +67,7 @@ def _bounded(value: Any) -> tuple[Any, bool]:
     return text[:MAX_OUTPUT_CHARS] + "…", True
 
 
-def _change(row: QueueRow, runs_dir: Path, hosted: bool) -> dict[str, Any]:
+def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[str, Any]:
     """One run's entry: its status object plus what a person should know or do.
 
     The queue row was read with the feed's head, so it decides the kind of
@@ -86,7 +87,7 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool) -> dict[str, Any]:
     else:
         info.pop("finalOutput", None)
     if kind == "waiting":
-        info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT..."
+        info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT... --session {session}"
     if kind == "parked":
         info["hostRunning"] = hosted
     return info
@@ -96,9 +97,11 @@ def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = N
     """Compute the snapshot and move the watermark; nothing is shown yet."""
     catch_up = store.begin_catch_up(session)
     hosted = host_running(store)
-    runs = [_change(row, runs_dir, hosted) for row in catch_up.rows]
-    note_token, notes = store.claim_notifications(session, lease_ms=lease_ms)
-    intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms)
+    runs = [_change(row, runs_dir, hosted, session) for row in catch_up.rows]
+    note_token, notes = store.claim_notifications(session, lease_ms=lease_ms,
+                                                  limit=MAX_DELIVERED)
+    intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms,
+                                                     limit=MAX_DELIVERED)
     return Snapshot(session, catch_up, runs, notes, intents, note_token, intent_token)
 
 
@@ -130,8 +133,9 @@ def run_line(info: dict[str, Any]) -> str:
         return head + f"completed: {shown}"
     if kind == "waiting":
         summary = f": {info['summary']}" if info.get("summary") else ""
+        summary = " ".join(summary.split()) if summary else ""  # one line per run
         return (head + f"waiting at {info.get('waitingOn')}{summary}; answer with"
-                f" `pi-workflows answer {info['runId']} TEXT...`")
+                f" `{info.get('answerCommand') or 'pi-workflows answer ' + info['runId']}`")
     if kind in ("failed", "timed_out", "cancelled"):
         return head + kind.replace("_", " ") + (error if kind != "cancelled" else "")
     if kind == "parked":

@@ -53,5 +53,6 @@ def status_line(info: dict[str, Any]) -> str:
     elif info.get("currentNode") and (info["queueState"] in CLAIMED
                                       or info["queueState"] == QueueState.PARKED):
         where = f" at {info['currentNode']}"
-    err = f" [{info['errorCode']}] {info['error']}" if info.get("errorCode") else ""
+    err = (f" [{info['errorCode']}] {info['error'] or ''}".rstrip()
+           if info.get("errorCode") else "")
     return f"{info['runId']}  {info['workflow']}  {state}{where}{err}"

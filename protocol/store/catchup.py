@@ -6,8 +6,8 @@ transaction, the feed's head, the rows of every run with a feed event past
 the session's watermark (or, the first time, the session's own runs and
 the project's parked and waiting ones), and moves the watermark to the head
 *before* anything is shown, remembering where it came from in
-``pending_from``. ``end_catch_up`` clears that once the snapshot was
-delivered. A sync that dies in between leaves ``pending_from`` set, and the
+``pending_from`` (``-1`` for a first sync). ``end_catch_up`` clears that
+once the snapshot was delivered. A sync that dies in between leaves ``pending_from`` set, and the
 next one starts from there: the lost snapshot is subsumed, never lost. The
 watermark itself never moves backwards. Does not import sqlite3.
 """
@@ -22,6 +22,7 @@ from .base import StoreBase
 from .records import QueueRow
 
 Q = QueueState
+FIRST = -1  # pending_from while a session's first sync is being delivered
 # A finished run whose bundle waits at a checkpoint, and no live continuation.
 _WAITING = (
     f"(q.state = '{Q.DONE}' AND EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = q.run_id"
@@ -48,7 +49,8 @@ class CatchUpOps(StoreBase):
             mark = tx.one("SELECT seq, pending_from FROM session_watermarks"
                           " WHERE session_id = ?", (session_id,))
             head = int(tx.scalar("SELECT coalesce(max(seq), 0) FROM run_events"))
-            if mark is None:
+            # A first sync that died before it was confirmed is still a first sync.
+            if mark is None or mark["pending_from"] == FIRST:
                 since, first = 0, True
                 rows = tx.all(
                     "SELECT q.* FROM workflow_run_queue q WHERE q.origin_session = ?"
@@ -62,6 +64,7 @@ class CatchUpOps(StoreBase):
                     " run_events WHERE seq > ? AND seq <= ?) ORDER BY q.created_at, q.run_id",
                     (since, head))
             head = max(head, since)
+            pending = FIRST if first else since
             tx.execute(
                 "INSERT INTO session_watermarks(session_id, seq, pending_from, updated_at)"
                 " VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
@@ -69,8 +72,26 @@ class CatchUpOps(StoreBase):
                 " pending_from = min(coalesce(session_watermarks.pending_from,"
                 " excluded.pending_from), excluded.pending_from),"
                 " updated_at = excluded.updated_at",
-                (session_id, head, since, now))
+                (session_id, head, pending, now))
         return CatchUp(session_id, since, head, first, [QueueRow.from_row(r) for r in rows])
+
+    def nothing_new(self, session_id: str) -> bool:
+        """A read-only check: no feed event past the watermark, nothing pending.
+
+        Lets an idle ``sync --follow`` poll without taking the write lock.
+        """
+        with self._db.transaction(write=False) as tx:
+            mark = tx.one("SELECT seq, pending_from FROM session_watermarks"
+                          " WHERE session_id = ?", (session_id,))
+            if mark is None or mark["pending_from"] is not None:
+                return False
+            head = int(tx.scalar("SELECT coalesce(max(seq), 0) FROM run_events"))
+            if head > int(mark["seq"]):
+                return False
+            return not tx.one(
+                "SELECT 1 FROM workflow_notifications WHERE session_id = ? AND delivered_at"
+                " IS NULL UNION ALL SELECT 1 FROM workflow_turn_intents WHERE session_id = ?"
+                " AND state = 'pending' LIMIT 1", (session_id, session_id))
 
     def end_catch_up(self, catch_up: CatchUp) -> None:
         """The snapshot was delivered: the next one starts at its head."""

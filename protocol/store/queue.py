@@ -198,7 +198,7 @@ class QueueOps(StoreBase):
         """``running -> parked``: release the claim without a terminal state.
 
         With ``code`` the run is parked *blocked*: no runner claims it until a
-        person acts (``claim_by_id`` still can, which is what ``resume`` does).
+        person acts (``resume --force`` unblocks it, ``cancel`` ends it).
         """
         if code is None:
             return self._move(run_id, token, Q.PARKED)

@@ -47,6 +47,30 @@ def test_the_watermark_moves_before_delivery_and_a_lost_snapshot_is_subsumed(
     assert _ids(store, "s1") == []
 
 
+def test_a_first_sync_that_died_is_still_a_first_sync(store: Store) -> None:
+    for i in range(5):
+        put_in_state(store, f"old{i}", "queued")  # other people's runs, long ago
+    store.reserve("mine", SOURCE, {}, "s1")
+    died = store.begin_catch_up("s1")
+    assert died.first and [r.run_id for r in died.rows] == ["mine"]
+    again = store.begin_catch_up("s1")  # not the whole project's history
+    assert again.first and [r.run_id for r in again.rows] == ["mine"]
+    store.end_catch_up(again)
+    assert not store.begin_catch_up("s1").first
+
+
+def test_an_idle_session_is_seen_without_a_write(store: Store) -> None:
+    assert not store.nothing_new("s1")  # never synced
+    _ids(store, "s1")
+    assert store.nothing_new("s1")
+    put_in_state(store, "r1", "queued")
+    assert not store.nothing_new("s1")
+    _ids(store, "s1")
+    assert store.nothing_new("s1")
+    store.add_notification("s1", "r1", "n", 1, "progress", {"message": "hi"})
+    assert not store.nothing_new("s1")
+
+
 def test_the_watermark_never_moves_backwards(store: Store) -> None:
     put_in_state(store, "r1", "queued")
     _ids(store, "s1")

@@ -69,7 +69,12 @@ def test_lines_say_what_to_do(store: Store, tmp_path: Path) -> None:
     info = {"runId": "r2", "workflow": "flow", "change": "waiting", "waitingOn": "ask",
             "summary": "deploy?"}
     assert sync.run_line(info).endswith(
-        "waiting at ask: deploy?; answer with `pi-workflows answer r2 TEXT...`")
+        "waiting at ask: deploy?; answer with `pi-workflows answer r2`")
+    info["summary"] = "deploy\nto prod?"
+    info["answerCommand"] = "pi-workflows answer r2 TEXT... --session s1"
+    assert sync.run_line(info).endswith(
+        "waiting at ask: deploy to prod?; answer with"
+        " `pi-workflows answer r2 TEXT... --session s1`")
 
 
 def test_a_large_final_output_is_bounded(tmp_path: Path) -> None:
