@@ -40,7 +40,7 @@ from .cli_options import (
     session_id,
 )
 from .host import Host, StartupReport
-from .session import run_attached
+from .session import run_attached, session_runner
 from .views import run_status, status_line
 from .watch import watch
 
@@ -270,11 +270,19 @@ def resume_command(
     force: Annotated[bool, typer.Option(
         "--force", help="Continue on a workflow file that changed since the run started "
                         "(the change is recorded in the run's trace).")] = False,
+    here: Annotated[bool, typer.Option(
+        "--here", help="Run it in this terminal now, shown live, instead of in a host.")] = False,
+    session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Resume a parked run (the host picks it up), or accept its changed workflow file."""
+    """Resume a parked run (a host picks it up), or accept its changed workflow file.
+
+    With --here (or --session, as that session) the run continues in this
+    terminal at once, shown live like `run`, with `run`'s exit codes.
+    """
     settings, paths = project_context(project)
+    owner = session_id(session)
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = _existing(store, run)
@@ -288,6 +296,14 @@ def resume_command(
                     " check the change, then resume with --force (or cancel the run)",
                     code="source_changed")
             row = repin_source(store, paths.runs_dir, run, fsync=settings.fsync)
+        if here or owner is not None:
+            echo = (lambda line: None) if as_json else typer.echo
+            with session_runner(store, settings, paths, echo=echo) as runner:
+                code = runner.drive(store.claim_by_id(run, runner.runner_id, session=owner))
+            if as_json:
+                found = store.get(run)
+                emit_json(run_status(found, paths.runs_dir) if found else {"runId": run})
+            raise typer.Exit(code)
     poke(paths.state_dir)
     if as_json:
         emit_json({"runId": run, "state": row.state, "forced": force})
