@@ -26,7 +26,7 @@ import psutil
 from pi_workflows.protocol.wire import MARKER_ENV
 
 from .conftest import HOLD
-from .harness import LineReader, Project, wait_for
+from .harness import LineReader, Project, alive, wait_for
 
 # task words pick the path: done -> 0, hold -> held node then 0, ask -> 3, fail -> 1.
 FLOW = HOLD + """
@@ -207,8 +207,8 @@ def crash(cli: subprocess.Popen[Any], worker: psutil.Process) -> None:
     worker.send_signal(signal.SIGSTOP)
     cli.kill()
     cli.wait(10)
-    worker.kill()
-    worker.wait(10)
+    worker.kill()  # an orphan now: reaped by init, so not waited for here
+    wait_for(lambda: not alive(worker.pid), 10, what=f"worker {worker.pid} to die")
 
 
 def marked_processes(run: str) -> list[int]:
