@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from pi_workflows.protocol.limits import MAX_ERROR_BYTES, MAX_PRIVATE_INPUT_BYTES
 
 from .harness import Project, wait_for
 from .sessions_kit import (
@@ -13,6 +14,7 @@ from .sessions_kit import (
     QUICK,
     SLOW_LOAD,
     Children,
+    cli_with_stdin,
     follow_up,
     marked_processes,
     no_rows,
@@ -188,6 +190,29 @@ def test_a_launch_that_fails_after_start_gives_one_follow_up_and_a_new_start_wor
 
 
 @pytest.mark.timeout(90)
+def test_a_launch_error_is_stored_redacted_and_bounded(project: Project) -> None:
+    path = project.write_workflow("quick", QUICK)
+    run = run_id(project.cli("start", "quick", "--session", "s1", "--json"))
+    with open(path, "a") as fh:  # the file now fails to import, loudly
+        fh.write('raise ValueError("password=hunter2 bearer tok.en.42 " + "z" * 5000)\n')
+    assert project.cli("activate", "--session", "s1", check=False).returncode == 1
+    row = project.row(run)
+    assert row.state == "failed" and row.error_code == "workflow_invalid"
+    message = row.error_message or ""
+    assert "import failed" in message and "password=[redacted] bearer [redacted]" in message
+    assert len(message.encode()) <= MAX_ERROR_BYTES
+    snap = sync_json(project, "s1")
+    (intent,) = snap["followUps"]
+    assert intent["message"] == follow_up("quick", run, message)[len("follow-up: "):]
+    shown = json.dumps(snap) + project.cli("status", run).stdout
+    files = list(project.paths.store_file.parent.glob(project.paths.store_file.name + "*"))
+    assert project.paths.store_file in files  # with its -wal and -shm, if any
+    stored = b"".join(f.read_bytes() for f in files)
+    for secret in ("hunter2", "tok.en.42"):
+        assert secret not in shown and secret.encode() not in stored
+
+
+@pytest.mark.timeout(90)
 def test_a_cancelled_launch_gives_no_follow_up_and_frees_the_session(project: Project) -> None:
     project.write_workflow("quick", QUICK)
     project.env["PI_WORKFLOWS_SESSION"] = "s1"  # instead of --session, for every command
@@ -229,3 +254,41 @@ def test_cancel_while_starting_wins_over_the_activation_fence(project: Project,
     again = run_id(project.cli("start", "slow", "--session", "s1", "--json"))
     assert project.cli("activate", "--session", "s1").returncode == 0
     assert project.lines("one.ran") == [again]
+
+
+@pytest.mark.timeout(120)
+def test_input_file_takes_200_kib_and_refuses_just_over_1_mib(project: Project) -> None:
+    project.write_workflow("quick", QUICK)
+    over = project.root / "over.json"  # a JSON string one byte over the limit
+    over.write_text('"' + "x" * (MAX_PRIVATE_INPUT_BYTES - 1) + '"')
+    assert over.stat().st_size == MAX_PRIVATE_INPUT_BYTES + 1
+    for args in (["start", "quick", "--session", "s1"], ["run", "quick", "--session", "s1"],
+                 ["run", "quick", "--detach"]):
+        proc = project.cli(*args, "--input-file", str(over), check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert f"larger than {MAX_PRIVATE_INPUT_BYTES} bytes" in one_line(proc.stderr)
+        assert no_rows(project), args
+    payload = {"blob": "y" * (200 * 1024)}  # more than one argument may carry (128 KiB)
+    (project.root / "in.json").write_text(json.dumps(payload))
+    run = run_id(project.cli("start", "quick", "--session", "s1", "--input-file",
+                             str(project.root / "in.json"), "--json"))
+    done = project.cli("activate", "--session", "s1")
+    size = len(json.dumps(payload))
+    assert done.stdout.splitlines()[-1].endswith(f'{{"inputBytes": {size}, "ok": true}}')
+    assert project.state(run)["input"] == payload
+    piped = cli_with_stdin(project, json.dumps(payload).encode(), "run", "quick",
+                           "--session", "s2", "--input-file", "-", "--json")
+    assert piped.returncode == 0, piped.stderr
+    out = json.loads(piped.stdout)
+    assert out["runStatus"] == "completed" and out["finalOutput"]["inputBytes"] == size
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.xfail(strict=True, reason="status_line prints a cancelled row's NULL error"
+                   " message as the word None")
+def test_status_of_a_cancelled_launch_has_no_none(project: Project) -> None:
+    project.write_workflow("quick", QUICK)
+    run = run_id(project.cli("start", "quick", "--session", "s1", "--json"))
+    project.cli("cancel", run)
+    line = project.cli("status", run).stdout.strip()
+    assert line.startswith(f"{run}  quick  cancelled") and "None" not in line, line
