@@ -133,6 +133,29 @@ def test_two_sessions_each_get_complete_catch_up_and_only_their_own_messages(
         assert sync_lines(project, session) == [NOTHING.format(session)]
 
 
+@pytest.mark.timeout(120)
+def test_sync_shows_a_running_run_at_its_node_and_a_parked_one_a_host_will_resume(
+        project: Project, children: Children) -> None:
+    project.write_workflow("flow", FLOW)
+    assert sync_lines(project, "s9") == [NOTHING.format("s9")]
+    project.start_host("--concurrency", "1")
+    hosted = project.detach("flow", {"task": "hold"})
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="the host's run holding")
+    proc = children.start("run", "run", "flow", "hold", "--session", "s2")
+    wait_for(lambda: len(project.lines("hold.started")) == 2, what="the terminal's run holding")
+    parked = json.loads(project.cli("status", "--session", "s2", "--json").stdout)["run"]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 4  # parked; the host's one slot is taken
+    assert sync_lines(project, "s9") == [
+        f"{hosted}  flow  running at hold",
+        f"{parked['runId']}  flow  parked at hold; a running host resumes it"]
+    project.release()
+    wait_for(lambda: project.row(parked["runId"]).state == "done", what="both runs done",
+             diag=lambda: project.diagnose([hosted, parked["runId"]]))
+    done = 'flow  completed: {"ok": true}'
+    assert sync_lines(project, "s9") == [f"{hosted}  {done}", f"{parked['runId']}  {done}"]
+
+
 @pytest.mark.timeout(90)
 def test_sync_follow_shows_a_host_run_finishing_and_exits_0_on_ctrl_c(
         project: Project, children: Children) -> None:
