@@ -19,7 +19,6 @@ import sqlite3
 import subprocess
 import sys
 import termios
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -261,7 +260,3 @@ def one_line(text: str) -> str:
     lines = text.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in text, text
     return lines[0]
-
-
-def root_file(project: Project, name: str) -> Path:
-    return project.root / name
