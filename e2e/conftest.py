@@ -2,17 +2,22 @@
 
 The project, its hosts and the polling helpers live in ``e2e.harness``
 (shared with the host bench); this module only makes one per test and
-cleans up after it. Imports pytest and ``e2e.harness``.
+cleans up after it, and the CLI children of the session drills
+(``e2e.sessions_kit``). Imports pytest and ``e2e.harness``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from .harness import Project, clean_env
+
+if TYPE_CHECKING:
+    from .sessions_kit import Children
 
 
 @pytest.fixture
@@ -33,6 +38,16 @@ def project(tmp_path: Path) -> Iterator[Project]:
     yield proj
     # Hosts, workers and their children (they carry the marker): leave nothing behind.
     proj.cleanup()
+
+
+@pytest.fixture
+def children(project: Project) -> Iterator[Children]:
+    """CLI subprocesses a drill leaves running (activate, sync --follow): killed after it."""
+    from .sessions_kit import Children  # it imports HOLD from here
+
+    kids = Children(project)
+    yield kids
+    kids.kill_all()
 
 
 HOLD = """

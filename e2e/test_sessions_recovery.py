@@ -1,0 +1,165 @@
+"""Session launches and runs that crash: every activation boundary is recovered, a
+notification survives a killed worker, and a parked run of a busy session is cancelled."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+
+import pytest
+from pi_workflows.protocol.bundle import bundle_exists
+from pi_workflows.protocol.clock import now_ms
+
+from .harness import Project, alive, wait_for
+from .sessions_kit import (
+    FLOW,
+    NOTIFY_HOLD,
+    QUICK,
+    SLOW_LOAD,
+    Children,
+    crash,
+    query,
+    run_id,
+    store_events,
+    sync_json,
+    sync_lines,
+    worker_of,
+)
+
+
+def _activate_after_the_lease(project: Project, run: str, token: str,
+                              lease: int) -> subprocess.CompletedProcess[str]:
+    """``activate`` at once, then (if it took nothing) again once the dead claim's lease
+    lapsed; the one that recovered the run.
+
+    An ``activate`` that is over before the lease expires must take nothing;
+    one that outlived it may recover the run itself.
+    """
+    early = project.cli("activate", "--session", "s1", check=False)
+    refused = re.search(f"run {run} .*(elsewhere|another process)", early.stdout)
+    if now_ms() < lease:
+        assert refused and early.returncode == 0, early.stdout + early.stderr
+        assert project.row(run).claim_token == token
+    if not refused:
+        return early
+    wait_for(lambda: now_ms() > lease + 50, what="the lease to lapse")
+    return project.cli("activate", "--session", "s1", check=False)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("boundary", ["starting", "running"])
+def test_an_activation_killed_at_a_boundary_is_recovered_by_the_next_activate(
+        project: Project, children: Children, boundary: str) -> None:
+    project.env.update(PI_WORKFLOWS_LEASE_MS="3000", PI_WORKFLOWS_RENEW_MS="300")
+    if boundary == "starting":  # claimed, the worker still loading: no bundle yet
+        project.write_workflow("slow", SLOW_LOAD)
+        run = run_id(project.cli("start", "slow", "--session", "s1", "--json"))
+        (project.root / "block-load").write_text("")
+        marker = "load.started"
+    else:  # past the final fence, a node running
+        project.write_workflow("flow", FLOW)
+        run = run_id(project.cli("start", "flow", "hold", "--session", "s1", "--json"))
+        marker = "hold.started"
+    proc = children.start("activate1", "activate", "--session", "s1")
+    wait_for(lambda: project.lines(marker), what=f"the activation at {boundary}")
+    worker = worker_of(proc)
+    crash(proc, worker)
+    row = project.row(run)
+    assert row.state == boundary and row.claim_token is not None
+    assert bundle_exists(project.paths.runs_dir, run) == (boundary == "running")
+    assert row.lease_expires_at is not None
+    (project.root / "release-load").write_text("")
+    project.release()
+    done = _activate_after_the_lease(project, run, row.claim_token, row.lease_expires_at)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith("completed: {\"ok\": " + (
+        "1}" if boundary == "starting" else "true}")), done.stdout
+    assert project.row(run).state == "done" and not alive(worker.pid)
+    events = store_events(project, run)
+    assert [e["type"] for e in project.events(run)].count("run_started") == 1
+    if boundary == "starting":
+        assert ("queued", {"from": "starting", "reason": "lease_expired"}) in events
+        assert len(project.lines("one.ran")) == 1
+        assert [k for k, _ in events] == ["queued", "starting", "queued", "starting",
+                                          "running", "done"]
+    else:
+        taken = [p for k, p in events if k == "claim_taken_over"]
+        assert len(taken) == 1 and taken[0]["from"] == "running", events
+        assert len(project.lines("hold.started")) == 2  # the held node ran again, once
+
+
+@pytest.mark.timeout(90)
+def test_a_starting_row_left_without_a_bundle_goes_back_to_queued_and_is_activated(
+        project: Project) -> None:
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "3000"
+    project.write_workflow("quick", QUICK)
+    run = run_id(project.cli("start", "quick", "--session", "s1", "--json"))
+    with project.store() as store:  # an activation that claimed and died at once
+        claim = store.claim_by_id(run, "session-ghost-1", session="s1")
+    status = json.loads(project.cli("status", "--session", "s1", "--json").stdout)["run"]
+    assert (status["runId"], status["queueState"], status["runnerId"]) == (
+        run, "starting", "session-ghost-1")
+    done = _activate_after_the_lease(project, run, claim.token, claim.lease_expires_at)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith('completed: {"inputBytes": 2, "ok": true}')
+    kinds = [(k, p.get("runnerId"), p.get("reason")) for k, p in store_events(project, run)]
+    assert kinds[:3] == [("queued", None, None), ("starting", "session-ghost-1", None),
+                         ("queued", None, "lease_expired")], kinds
+    assert [k for k, _, _ in kinds[3:]] == ["starting", "running", "done"]
+    assert project.lines("quick.ran") == [run]
+
+
+@pytest.mark.timeout(120)
+def test_a_notification_reaches_its_session_once_across_a_killed_worker(
+        project: Project, children: Children) -> None:
+    project.write_workflow("tell", NOTIFY_HOLD)
+    run = run_id(project.cli("start", "tell", "--session", "s1", "--json"))
+    proc = children.start("activate", "activate", "--session", "s1")
+    wait_for(lambda: project.lines("hold.started"), what="the node after the notification")
+    sql = "SELECT session_id, delivered_at FROM workflow_notifications WHERE run_id = ?"
+    assert [tuple(r) for r in query(project, sql, (run,))] == [("s1", None)]
+    worker_of(proc).kill()  # kill -9 between the notification and its delivery
+    assert proc.wait(60) == 4, children.output("activate")  # given back, parked
+    assert project.row(run).state == "parked"
+    project.release()
+    project.start_host()
+    wait_for(lambda: project.row(run).state == "done", what="the host finished the run",
+             diag=lambda: project.diagnose([run]))
+    lines = sync_lines(project, "s1")
+    assert lines.count(f"[progress] tell ({run}): halfway there") == 1, lines
+    assert f'{run}  tell  completed: {{"ok": true}}' in lines
+    assert sync_lines(project, "s1") == ["session s1: nothing new since the last sync"]
+    assert sync_json(project, "s1")["notifications"] == []
+    rows = query(project, sql, (run,))
+    assert len(rows) == 1 and rows[0]["delivered_at"] is not None
+    assert len(project.lines("hold.started")) == 2
+
+
+@pytest.mark.timeout(120)
+def test_cancel_a_parked_run_while_its_session_has_another_queued_run(
+        project: Project, children: Children) -> None:
+    project.write_workflow("flow", FLOW)
+    project.write_workflow("quick", QUICK)
+    proc = children.start("run", "run", "flow", "hold", "--session", "s1")
+    wait_for(lambda: project.lines("hold.started"), what="the node running")
+    parked = json.loads(project.cli("status", "--session", "s1", "--json").stdout)["run"]
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 4, children.output("run")
+    parked_id = parked["runId"]
+    assert project.row(parked_id).state == "parked"
+    queued = run_id(project.cli("start", "quick", "--session", "s1", "--json"))
+    out = json.loads(project.cli("cancel", parked_id, "--json").stdout)
+    assert (out["state"], out["cancelRequested"]) == ("cancelled", False)
+    state = project.state(parked_id)
+    assert state["status"] == "cancelled" and state["error"]["code"] == "cancelled"
+    events = project.events(parked_id)
+    assert events[-1]["type"] == "run_cancelled"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    row = project.row(queued)  # the session's reservation is untouched
+    assert (row.state, row.origin_session) == ("queued", "s1")
+    assert project.cli("activate", "--session", "s1").returncode == 0
+    assert project.lines("quick.ran") == [queued]
+    assert len(project.lines("hold.started")) == 1  # the cancelled run never ran again
+    assert sync_json(project, "s1")["followUps"] == []
