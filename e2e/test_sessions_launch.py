@@ -284,8 +284,6 @@ def test_input_file_takes_200_kib_and_refuses_just_over_1_mib(project: Project) 
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, reason="status_line prints a cancelled row's NULL error"
-                   " message as the word None")
 def test_status_of_a_cancelled_launch_has_no_none(project: Project) -> None:
     project.write_workflow("quick", QUICK)
     run = run_id(project.cli("start", "quick", "--session", "s1", "--json"))

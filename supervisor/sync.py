@@ -5,8 +5,9 @@ since the session's watermark, each run once in its latest state, recomputed
 from the store and the bundles; the watermark is moved before the snapshot
 is shown and confirmed after (``protocol.store.catchup``), so a crash in
 between loses nothing. The same call delivers the session's passive
-notifications and its follow-up turns, each exactly once: leased, shown,
-then marked. Imports ``protocol`` and the supervisor's views.
+notifications (leased, shown, then marked: once, or once more after a crash
+in between) and its follow-up turns (resolved, then shown: never twice).
+Imports ``protocol`` and the supervisor's views.
 """
 
 from __future__ import annotations
@@ -102,7 +103,13 @@ def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = N
                                                   limit=MAX_DELIVERED)
     intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms,
                                                      limit=MAX_DELIVERED)
-    return Snapshot(session, catch_up, runs, notes, intents, note_token, intent_token)
+    # A follow-up asks for a new model turn: a second one would be a second
+    # turn, so it is resolved *before* it is shown (at most once). A crash in
+    # between loses no information: the failed run is in this snapshot, and a
+    # lost snapshot is shown again from ``pending_from``.
+    for intent in intents:
+        store.resolve_turn_intent(intent.intent_id, intent_token)
+    return Snapshot(session, catch_up, runs, notes, intents, note_token, None)
 
 
 def delivered(store: Store, snapshot: Snapshot) -> None:
