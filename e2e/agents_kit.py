@@ -42,6 +42,9 @@ from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call, messa
 
 # The attempt id in the step contract (and in a reminder): <node>-<step>-<hex>.
 ATTEMPT = re.compile(r"attempt ([A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*?-\d+-[0-9a-f]+)")
+# What a terminal shows without its escape sequences (CSI, and OSC such as links).
+ESCAPES = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
+                     r"|\x1b[()][0-9A-Za-z]")
 # Deadlines: a Pi step takes ~1 s on an idle machine, other suites may share the cores.
 STEP_S = 45.0
 
@@ -148,6 +151,8 @@ def scrub_env(env: dict[str, str]) -> None:
     for key in [k for k in env if k.endswith("_API_KEY") or k.lower().endswith("_proxy")]:
         del env[key]
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    # Pi started by `chat`/`export` (not by a worker) must not look for updates either.
+    env["PI_OFFLINE"] = env["PI_SKIP_VERSION_CHECK"] = "1"
 
 
 @contextlib.contextmanager
@@ -329,13 +334,15 @@ class Terminal:
                 self._cond.notify_all()
 
     def text(self) -> str:
+        """What the terminal showed, escape sequences left out."""
         with self._cond:
-            return self._out.decode(errors="replace").replace("\r\n", "\n")
+            raw = self._out.decode(errors="replace")
+        return ESCAPES.sub("", raw).replace("\r\n", "\n")
 
     def wait_text(self, text: str, timeout: float = STEP_S) -> None:
         deadline = time.monotonic() + timeout
         with self._cond:
-            while text not in self._out.decode(errors="replace"):
+            while text not in ESCAPES.sub("", self._out.decode(errors="replace")):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise HarnessError(f"no {text!r} on the terminal after {timeout:g} s;"
