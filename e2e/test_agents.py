@@ -114,10 +114,14 @@ workflow = define_workflow(
     start_at="warm",
     nodes=[agent("warm", "Say you are ready"),
            agent("slow", "Think hard", timeout=3),
-           compute("recover", lambda ctx: {"recovered": ctx.results["slow"]["outcome"]}),
-           compute("after", lambda ctx: {"recovered": False})],
+           agent("recover", lambda ctx: f"The last step ended {ctx.results['slow']['outcome']}."
+                                        " Say what to do next."),
+           compute("end", lambda ctx: {"slow": ctx.results["slow"]["outcome"],
+                                       "next": ctx.outputs["recover"]}),
+           compute("after", lambda ctx: {"slow": "ok"})],
     edges=[edge("warm", "slow"),
-           switch("slow", "$result.outcome", {"timed_out": "recover", "ok": "after"})],
+           switch("slow", "$result.outcome", {"timed_out": "recover", "ok": "after"}),
+           edge("recover", "end")],
 )
 """
 
@@ -134,6 +138,8 @@ def test_a_node_timeout_aborts_the_model_mid_stream_and_routes_on_the_outcome(
             return ToolCalls(submit(turn.attempt, "ready"))
         if turn.node == "slow" and turn.n == 1 and turn.index == 0:
             return stall
+        if turn.node == "recover" and turn.index == 0:
+            return ToolCalls(submit(turn.attempt, "retry with a smaller task"))
         return None
 
     with use_brain(project, tmp_path, decide) as brain:
@@ -158,7 +164,7 @@ def test_a_node_timeout_aborts_the_model_mid_stream_and_routes_on_the_outcome(
         assert state["status"] == "completed"
         assert state["results"]["slow"]["outcome"] == "timed_out"
         assert state["results"]["slow"]["errorCode"] == "node_timed_out"
-        assert state["finalOutput"] == {"recovered": "timed_out"}
+        assert state["finalOutput"] == {"slow": "timed_out", "next": "retry with a smaller task"}
         (failed,) = [e for e in of_type(project.events(run_id), "node_failed")]
         assert failed["nodeId"] == "slow" and failed["payload"]["next"] == "recover"
         assert failed["payload"]["result"]["outcome"] == "timed_out"
@@ -169,8 +175,13 @@ def test_a_node_timeout_aborts_the_model_mid_stream_and_routes_on_the_outcome(
                           if c["attemptId"] == slow_attempt and c["kind"] == "message_end"
                           and c.get("stopReason") == "aborted"],
                  timeout=10, what="the aborted message in the capture")
+        # The same Pi goes on after the abort, in the same conversation.
         assert brain.model is not None and not brain.model.problems, brain.describe()
-        assert len(brain.model.completions) == 2
+        assert len(brain.model.completions) == 3
+        (recover,) = brain.of("recover")
+        assert recover.request.texts("user")[-1].startswith("The last step ended timed_out.")
+        assert f"step slow, attempt {slow_attempt}." in all_text(recover.request)
+        assert len(roles(project, run_id, "pi")) == 1
         stop_hosts_and_check_nothing_left(project)
 
 
