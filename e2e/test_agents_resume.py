@@ -266,3 +266,44 @@ def test_the_run_command_of_a_closed_terminal_waits_for_the_park_and_exits_parke
         term.close()
     wait_queue(project, run_id, "parked", timeout=STEP_S)  # parked either way
     assert (code, at_exit) == (4, "parked")
+
+
+@pytest.mark.timeout(240)
+def test_a_run_interrupted_in_its_very_first_model_reply_resumes_and_completes(
+        project: Project, tmp_path: Path) -> None:
+    # Pi writes its session file only once the first assistant message exists: here
+    # the terminal closes before that, so the resumed Pi may find no conversation yet.
+    project.write_workflow("draft", DRAFT)
+    stall = Stall("Pla", timeout=120)
+
+    def decide(turn: Turn) -> Reply | None:
+        if turn.node == "plan" and turn.n == 1:
+            return stall if turn.index == 0 else None
+        if turn.index == 0:
+            output = {"steps": ["collect"]} if turn.node == "plan" else {"text": NOTES}
+            return ToolCalls(submit(turn.attempt, output))
+        return None
+
+    with use_brain(project, tmp_path, decide) as brain:
+        project.start_host()
+        term = Terminal(project, "run", "draft", "--session", "s4")
+        try:
+            stall.wait_reached(STEP_S)
+            run_id = only_run_id(project)
+            term.hang_up()
+            assert stall.wait_done(STEP_S) == "disconnected", brain.describe()
+            term.proc.wait(STEP_S)
+        finally:
+            term.close()
+        wait_queue(project, run_id, "done", brain=brain)
+        state = project.state(run_id)
+        assert state["status"] == "completed" and state["finalOutput"] == {"notes": NOTES}
+        (event,) = of_type(project.events(run_id), "run_resumed")
+        assert event["payload"]["resumePoint"] == "plan"
+        plan2 = brain.of("plan", 2)
+        assert len(plan2) == 1 and len(brain.of("write")) == 1, brain.describe()
+        messages = conversation(brain, project, run_id, tmp_path)
+        users = texts(messages, "user")
+        assert sum(f"attempt {plan2[0].attempt}." in t for t in users) == 1, users
+        assert any(f"step write, attempt {brain.of('write')[0].attempt}." in t for t in users)
+        stop_hosts_and_check_nothing_left(project)
