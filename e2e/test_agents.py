@@ -253,10 +253,6 @@ def test_two_agent_nodes_share_one_pi_and_one_conversation(
         stop_hosts_and_check_nothing_left(project)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 9: 'the live views of run and watch stream the assistant text and tool calls'"
-    " from the capture (session/events.ndjson); supervisor/session.py and"
-    " supervisor/watch.py show only trace.ndjson, nothing reads the capture"))
 @pytest.mark.timeout(120)
 def test_run_and_watch_show_the_agents_text_and_tool_calls(
         project: Project, tmp_path: Path) -> None:

@@ -202,7 +202,6 @@ def test_without_a_host_the_interrupted_run_stays_parked_until_resume_and_a_host
             term.proc.wait(STEP_S)
         finally:
             term.close()
-        # (The terminal's `run` may exit before its worker parked: see the xfail below.)
         wait_queue(project, run_id, "parked", timeout=STEP_S, brain=brain)
         # Parked means nothing runs: the worker and Pi are gone, and nothing takes it.
         wait_for(lambda: all(gone(p) for p in first.values()), timeout=10,
@@ -245,12 +244,6 @@ workflow = define_workflow(
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "closing the terminal of `run`: its SIGHUP handling echoes 'parking the run ...' to"
-    " the hung-up terminal (supervisor/session.py SessionRunner._follow), the write fails"
-    " with EIO and the command dies with an internal error (exit 70, or 1 when stderr is"
-    " the same terminal) before its worker parked, instead of waiting for the park and"
-    " exiting 4; the worker parks on its own later (PDEATHSIG)"))
 @pytest.mark.timeout(90)
 def test_the_run_command_of_a_closed_terminal_waits_for_the_park_and_exits_parked(
         project: Project) -> None:

@@ -8,6 +8,7 @@ exit codes. The other commands live in ``supervisor.cli_workflows`` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -50,7 +51,9 @@ def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    sys.stderr.write(f"pi-workflows: error: {message}\n")
+    # The terminal may be gone (a closed window): the exit code still tells.
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"pi-workflows: error: {message}\n")
     return code
 
 

@@ -17,7 +17,7 @@ import secrets
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from ..protocol.bundle import Bundle
@@ -37,6 +37,15 @@ from .workers import WorkerHandle
 
 POLL_S = 0.05
 Echo = Callable[[str], None]
+
+
+def quiet_when_gone(echo: Echo) -> Echo:
+    """``echo`` that never raises: a closed terminal (EIO, EPIPE) must not stop a park."""
+    def safe(line: str) -> None:
+        with suppress(OSError):
+            echo(line)
+
+    return safe
 
 
 @dataclass
@@ -134,7 +143,7 @@ class SessionRunner:
 def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo,
                    os_layer: OsLayer | None = None) -> Iterator[SessionRunner]:
     """This process registered as a session runner, with its stop signals recorded."""
-    runner = SessionRunner(store, settings, paths, echo, os_layer or RealOs())
+    runner = SessionRunner(store, settings, paths, quiet_when_gone(echo), os_layer or RealOs())
     store.register_runner(runner.runner_id, "session", os.getpid(), process_start_time(),
                           host_name())
     previous = {sig: signal.signal(sig, lambda signum, _frame: runner.stops.append(signum))

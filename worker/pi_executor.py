@@ -233,7 +233,7 @@ class PiExecutor:
                                        error=f"the model provider failed: {provider_error}")
                 continue
             if event is None:
-                code = pi.exited()
+                code = pi.exit_status()
                 return AgentResult(Outcome.FAILED, error_code="agent_exited", error=(
                     f"pi exited (status {code}) during the step: {pi.stderr_tail()}"))
             kind = event.get("type")

@@ -94,8 +94,9 @@ class PiProcess:
         assert self.proc.stdout is not None and self.proc.stderr is not None
         threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True,
                          name="pi-workflows-pi-out").start()
-        threading.Thread(target=self._read_err, args=(self.proc.stderr,), daemon=True,
-                         name="pi-workflows-pi-err").start()
+        self._err_reader = threading.Thread(target=self._read_err, args=(self.proc.stderr,),
+                                            daemon=True, name="pi-workflows-pi-err")
+        self._err_reader.start()
 
     @property
     def pid(self) -> int:
@@ -122,6 +123,13 @@ class PiProcess:
         while chunk := stream.read1(65536):  # type: ignore[attr-defined]
             self._stderr.extend(chunk)
             del self._stderr[:-STDERR_TAIL_BYTES]
+
+    def exit_status(self, wait_s: float = 2.0) -> int | None:
+        """Pi's exit status once its stdout ended, with its stderr read to the end."""
+        with contextlib.suppress(TimeoutExpired):
+            self.proc.wait(wait_s)
+        self._err_reader.join(wait_s)  # stdout's EOF can come before stderr's last lines
+        return self.proc.poll()
 
     def stderr_tail(self) -> str:
         """The end of what Pi wrote to stderr, redacted and bounded, for an error."""
