@@ -163,3 +163,40 @@ def test_cancel_a_parked_run_while_its_session_has_another_queued_run(
     assert project.lines("quick.ran") == [queued]
     assert len(project.lines("hold.started")) == 1  # the cancelled run never ran again
     assert sync_json(project, "s1")["followUps"] == []
+
+
+@pytest.mark.timeout(120)
+def test_a_launch_that_died_after_its_bundle_and_before_the_final_fence_is_resumed(
+        project: Project) -> None:
+    """The third boundary: claimed, bundle laid out (``run_started``), not yet ``running``."""
+    from pi_workflows.protocol.bundle import Bundle, BundleWriter
+    from pi_workflows.protocol.discovery import load_workflow_file
+    from pi_workflows.protocol.store import Store
+    from pi_workflows.worker.engine import Engine
+
+    project.env.update(PI_WORKFLOWS_LEASE_MS="1500")
+    project.write_workflow("quick", QUICK)
+    run = run_id(project.cli("start", "quick", "--session", "s1", "--json"))
+    paths = project.paths
+    # What an activating worker leaves when it dies right before mark_running.
+    with Store(paths.store_file, lease_ms=1500) as store:
+        claim = store.claim_by_id(run, "dead-activator", session="s1")
+        row = store.get(run)
+        assert row is not None
+        loaded = load_workflow_file(row.source_path)
+        writer = BundleWriter(Bundle(paths.runs_dir, run), store, claim.token, fsync="never")
+        engine = Engine(loaded.workflow, writer, store, project_dir=project.root)
+        engine.create(run_input=store.private_input(run, claim.token),
+                      source={"path": loaded.source.path, "sha256": loaded.source.sha256},
+                      digest=loaded.digest)
+    assert project.row(run).state == "starting" and bundle_exists(paths.runs_dir, run)
+    wait_for(lambda: now_ms() > claim.lease_expires_at + 50, what="the dead claim's lease")
+    out = project.cli("activate", "--session", "s1", check=False)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert project.row(run).state == "done"
+    types = [e["type"] for e in project.events(run)]
+    assert types.count("run_started") == 1 and "run_resumed" in types, types
+    events = [kind for kind, _ in store_events(project, run)]
+    assert events[:3] == ["queued", "starting", "claim_taken_over"], events
+    assert "failed" not in events and events[-1] == "done"
+    assert sync_json(project, "s1")["followUps"] == []  # recovered, not a failed launch
