@@ -13,6 +13,8 @@ BENCHES: dict[str, tuple[str, str]] = {
                "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
     "host": ("bench.host_bench",
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
+    "agent": ("bench.agent_bench",
+              "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
 }
 
 
