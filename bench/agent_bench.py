@@ -354,43 +354,48 @@ def bare_step(bench: Bench, pi: PiRpc) -> Marks:
     return marks
 
 
-def bare_steps(bench: Bench, steps: int, session: bool) -> tuple[list[Marks], int | None]:
-    """``steps`` timed bare round trips after one untimed; the idle Pi's RSS."""
+def bare_pi(bench: Bench, session: bool) -> PiRpc:
     root = bench.base / ("bare-session" if session else "bare")
     env = make_pi_env(root, bench.model.base_url, model_id=bench.model.model_id)
     extra = ("--session", str(root / "pi-session.jsonl")) if session else ()
-    out: list[Marks] = []
-    idle: int | None = None
-    with PiRpc(env, *extra, session=session, binary=bench.binary) as pi:
-        try:
-            pi.wait_ready(bench.timeout)
-            time.sleep(0.5)  # let start-up work that follows the first answer finish
-            sample = rss_uss(psutil.Process(pi.pid))
-            idle = sample[0] if sample else None
-            bare_step(bench, pi)  # untimed: the first request's one-off costs
-            out.extend(bare_step(bench, pi) for _ in range(steps))
-        except PiError as exc:
-            print(f"    ! bare Pi{' (session)' if session else ''}: {str(exc)[:300]}")
-    return out, idle
+    return PiRpc(env, *extra, session=session, binary=bench.binary)
 
 
-def executor_steps(bench: Bench, steps: int) -> list[Marks]:
-    ex = bench.executor()
-    out: list[Marks] = []
-    try:
+def overhead(bench: Bench, steps: int, gap: float) -> dict[str, Any]:
+    """Three warm Pis, one untimed step each, then ``steps`` rounds of one step on each
+    in turn (so a load swing on the machine hits all three alike), ``gap`` seconds before
+    each; the idle bare Pi's RSS."""
+    out: dict[str, Any] = {"bare": [], "session": [], "bridged": [], "idle": None}
+    with contextlib.ExitStack() as stack:
+        ex = bench.executor()
+        stack.callback(bench.close_executor, ex)
         ex.warm()
-        if wait_warm(ex, bench.timeout) is None:
-            print("    ! the executor's Pi did not answer get_state")
-            return out
-        run_step(bench, ex, "s0", "s0-1-warmup")  # untimed, as for the bare Pi
-        for i in range(1, steps + 1):
-            marks, result = run_step(bench, ex, f"s{i}", f"s{i}-1-bench")
-            if result is not None and result.outcome == Outcome.OK:
-                out.append(marks)
-            else:
-                print(f"    ! step s{i}: {result}")
-    finally:
-        bench.close_executor(ex)
+        pis = {"bare": stack.enter_context(bare_pi(bench, False)),
+               "session": stack.enter_context(bare_pi(bench, True))}
+        try:
+            for pi in pis.values():
+                pi.wait_ready(bench.timeout)
+            if wait_warm(ex, bench.timeout) is None:
+                print("    ! the executor's Pi did not answer get_state")
+                return out
+            time.sleep(0.5)  # let start-up work that follows the first answer finish
+            sample = rss_uss(psutil.Process(pis["bare"].pid))
+            out["idle"] = sample[0] if sample else None
+            for pi in pis.values():
+                bare_step(bench, pi)  # untimed: the first request's one-off costs
+            run_step(bench, ex, "s0", "s0-1-warmup")
+            for i in range(1, steps + 1):
+                for name, pi in pis.items():
+                    time.sleep(gap)  # what a step leaves Pi doing does not hit the next
+                    out[name].append(bare_step(bench, pi))
+                time.sleep(gap)
+                marks, result = run_step(bench, ex, f"s{i}", f"s{i}-1-bench")
+                if result is not None and result.outcome == Outcome.OK:
+                    out["bridged"].append(marks)
+                else:
+                    print(f"    ! step s{i}: {result}")
+        except PiError as exc:
+            print(f"    ! bare Pi: {str(exc)[:300]}")
     return out
 
 
@@ -399,21 +404,26 @@ SPLIT_NAMES = {"start": "send", "accepted": "prompt accepted",
                "submitted": "submission at the worker", "returned": "agent_end / run() returns"}
 
 
-def split_rows(marks: list[Marks]) -> list[tuple[str, list[float]]]:
-    """Consecutive milestones that every step has, as (label, ms) rows."""
-    keys = [k for k in SPLIT_NAMES if marks and all(k in m.t for m in marks)]
+def split_rows(marks: list[Marks], skip: tuple[str, ...] = ()) -> list[tuple[str, list[float]]]:
+    """Consecutive milestones that every step has (but ``skip``), as (label, ms) rows."""
+    keys = [k for k in SPLIT_NAMES
+            if k not in skip and marks and all(k in m.t for m in marks)]
     return [(f"{SPLIT_NAMES[a]} -> {SPLIT_NAMES[b]}", spans(marks, a, b))
             for a, b in itertools.pairwise(keys)]
 
 
-def print_overhead(bare: list[Marks], bare_session: list[Marks], bridged: list[Marks]) -> None:
-    rows = (("bare Pi, text reply (--no-session)", bare),
-            ("bare Pi, text reply, with a session file", bare_session),
-            ("PiExecutor step, submit through the workflow tool", bridged))
-    for label, marks in rows:
+def print_overhead(r: dict[str, Any]) -> None:
+    bare, bridged = r["bare"], r["bridged"]
+    # The scripted reply arrives in one burst, so in the executor the first token and
+    # the submission reach the worker within a GIL switch of each other (either first):
+    # its split goes straight from the model request to the submission.
+    rows = (("bare Pi, text reply (--no-session)", bare, ()),
+            ("bare Pi, text reply, with a session file", r["session"], ()),
+            ("PiExecutor step, submit through the workflow tool", bridged, ("first_token",)))
+    for label, marks, skip in rows:
         print(f"  {label}:\n    prompt -> agent_end / step done     "
               f"{summary(spans(marks, 'start', 'returned'), digits=1)}")
-        for what, values in split_rows(marks):
+        for what, values in split_rows(marks, skip):
             print(f"      {what:<50} {summary(values, digits=1)}")
     base, step = spans(bare, "start", "returned"), spans(bridged, "start", "returned")
     if base and step:
@@ -604,6 +614,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--settle", type=float, default=2.0,
                         help="seconds the compute node before the agent node sleeps (CLI, warm)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per Pi in [3]")
+    parser.add_argument("--gap", type=float, default=0.1,
+                        help="seconds of quiet before each step in [3]")
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline of each wait (s)")
     parser.add_argument("--skip", type=_words, default=[],
                         help="phases to skip: startup,cli,overhead,memory")
@@ -668,10 +680,11 @@ def main(argv: list[str]) -> int:
                 bare_idle: int | None = None
                 if "overhead" not in args.skip:
                     print(f"\n[3] per-step overhead, Pi warm and reused, {args.steps} timed"
-                          " steps each after one untimed")
-                    bare, bare_idle = bare_steps(bench, args.steps, session=False)
-                    bare_session, _ = bare_steps(bench, args.steps, session=True)
-                    print_overhead(bare, bare_session, executor_steps(bench, args.steps))
+                          " steps each after one untimed, the three Pis in turn,"
+                          f" {args.gap:g} s apart")
+                    steps = overhead(bench, args.steps, args.gap)
+                    bare_idle = steps["idle"]
+                    print_overhead(steps)
                 if "memory" not in args.skip:
                     print("\n[4] memory (psutil) with an agent step in progress (the model's"
                           " reply stalls mid-stream), `pi-workflows run`")
