@@ -21,8 +21,9 @@ contract gets a plain text reply.
 2. The same through the real CLI: ``pi-workflows run`` of a one-agent-node
    workflow (``warm()`` races the node, so Pi is cold) and of a compute node
    that sleeps ``--settle`` seconds before the agent node (Pi warmed while it
-   runs). The agent node's ``node_started`` -> ``agent_prompt_sent`` ->
-   ``node_finished`` from the bundle trace ``at`` fields, the capture's
+   runs; a warning says so when Pi's start-up in [1] took longer). The agent
+   node's ``node_started`` -> ``agent_prompt_sent`` -> ``node_finished`` from
+   the bundle trace ``at`` fields, the capture's
    ``tool_start`` (``session/events.ndjson``), ``run_started`` ->
    ``run_completed``, and the CLI's wall time. The bundle does not record
    Pi's acceptance of the prompt.
@@ -611,7 +612,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="cold and warm in-process samples each (a fresh Pi per sample)")
     parser.add_argument("--cli-runs", type=int, default=4,
                         help="`pi-workflows run` runs per workflow")
-    parser.add_argument("--settle", type=float, default=2.0,
+    parser.add_argument("--settle", type=float, default=3.0,
                         help="seconds the compute node before the agent node sleeps (CLI, warm)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per Pi in [3]")
     parser.add_argument("--gap", type=float, default=0.1,
@@ -664,10 +665,13 @@ def main(argv: list[str]) -> int:
     try:
         with bench_setup(base, args.timeout) as bench:
             try:
+                pi_start: list[float] = []
                 if "startup" not in args.skip:
                     print(f"\n[1] Pi cold vs warmed, PiExecutor.run in-process,"
                           f" {args.startup_runs} samples each, alternating")
-                    print_startup(startup(bench, args.startup_runs))
+                    started = startup(bench, args.startup_runs)
+                    print_startup(started)
+                    pi_start = started["ready"]
                 if "cli" not in args.skip:
                     print(f"\n[2] through `pi-workflows run`, {args.cli_runs} runs each"
                           " (trace `at` fields, epoch ms)")
@@ -677,6 +681,10 @@ def main(argv: list[str]) -> int:
                               " (Pi warmed meanwhile)",
                               cli_runs(bench, "settled", SETTLE_THEN_AGENT.format(
                                   settle=args.settle), args.cli_runs))
+                    if pi_start and pct(pi_start, 0.99) > args.settle * 1000:
+                        print(f"    ! Pi's start-up in [1] reached {pct(pi_start, 0.99):.0f} ms,"
+                              f" longer than the {args.settle:g} s settle: some of these agent"
+                              " nodes may have found Pi still starting (raise --settle)")
                 bare_idle: int | None = None
                 if "overhead" not in args.skip:
                     print(f"\n[3] per-step overhead, Pi warm and reused, {args.steps} timed"
