@@ -23,9 +23,9 @@ contract gets a plain text reply.
    that sleeps ``--settle`` seconds before the agent node (Pi warmed while it
    runs; a warning says so when Pi's start-up in [1] took longer). The agent
    node's ``node_started`` -> ``agent_prompt_sent`` -> ``node_finished`` from
-   the bundle trace ``at`` fields, the capture's
-   ``tool_start`` (``session/events.ndjson``), ``run_started`` ->
-   ``run_completed``, and the CLI's wall time. The bundle does not record
+   the bundle trace ``at`` fields, the capture's ``tool_start``
+   (``session/events.ndjson``), ``run_started`` -> ``run_completed``, and the
+   CLI's wall time. The bundle does not record
    Pi's acceptance of the prompt.
 3. Per-step overhead of the bridge over a bare Pi round trip, Pi warm and
    reused for every step (one conversation that grows, as in a run): a bare
@@ -33,9 +33,12 @@ contract gets a plain text reply.
    ``agent_end`` with a plain text reply; the same bare Pi with a session file
    (what the executor's Pi also writes); and an agent step through one
    ``PiExecutor`` whose model submits through the ``workflow`` tool. One
-   untimed step first on each Pi.
+   untimed step first on each Pi, then one step on each in turn, ``--gap``
+   seconds apart, so a load swing on the machine hits all three alike.
 4. Memory (psutil): the CLI's worker and its Pi while an agent step is in
-   progress (the model's reply stalls mid-stream), and a bare idle Pi.
+   progress (the model's reply stalls mid-stream; once released it ends
+   without a submission, and the executor's reminder gets one), and a bare
+   idle Pi.
 
 Figures only; nothing is asserted. Every wait has a deadline (``--timeout``)
 and a timed-out wait is printed, not raised. Every Pi, executor, CLI process
