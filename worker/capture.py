@@ -88,6 +88,14 @@ class Capture:
         if self._pending:
             self.flush()
 
+    def tick(self, request: AgentRequest) -> None:
+        """Between events: write text that has waited longer than the flush interval."""
+        with self._lock:
+            if not self._text or time.monotonic() - self._last_flush < FLUSH_S:
+                return
+            self._take_text(request)
+        self.flush()
+
     def flush(self) -> None:
         with self._lock:
             batch, self._pending = self._pending, []

@@ -192,9 +192,9 @@ class PiExecutor:
         step = _Step(request, hooks)
         bridge.set_handler(step.verdict)
         try:
-            hooks.prompt_sent(request.prompt)
             message = request.prompt
             for reminder in range(self.settings.reminders + 1):
+                hooks.prompt_sent(message)  # each prompt, reminders too, leaves its digest
                 ended = self._turn(pi, message, stop, request)
                 self._tighten()
                 if step.accepted:
@@ -228,6 +228,8 @@ class PiExecutor:
             try:
                 event = pi.events.get(timeout=POLL_S)
             except queue.Empty:
+                if self.capture is not None:
+                    self.capture.tick(request)  # text that paused mid-reply shows up
                 if ended_at is not None and time.monotonic() - ended_at > RETRY_GRACE_S:
                     return AgentResult(Outcome.FAILED, error_code="agent_provider_error",
                                        error=f"the model provider failed: {provider_error}")
