@@ -21,7 +21,7 @@ from filelock import FileLock
 from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
-from .errors import PiWorkflowsError
+from .errors import PiWorkflowsError, UsageError
 from .fence import ClaimVerifier, bundle_lock, fenced
 from .jsonenc import compact_json
 from .limits import validate_run_id
@@ -92,13 +92,17 @@ class Bundle:
         """A bundle exists once its projection does (it is written at creation)."""
         return self.state_path.is_file()
 
-    def _read(self, path: Path) -> Any:
+    def _read(self, path: Path) -> dict[str, Any]:
         try:
-            return read_json(path)
+            data = read_json(path)
         except FileNotFoundError:
             raise BundleCorrupt(f"run {self.run_id} has no {path.name}") from None
-        except (OSError, ValueError) as exc:
-            raise BundleCorrupt(f"run {self.run_id}: {path.name} is unreadable ({exc})") from None
+        except (OSError, ValueError, RecursionError) as exc:
+            raise BundleCorrupt(f"run {self.run_id}: {path.name} is unreadable"
+                                f" ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise BundleCorrupt(f"run {self.run_id}: {path.name} is not a JSON object")
+        return data
 
     def manifest(self) -> dict[str, Any]:
         return dict(self._read(self.manifest_path))
@@ -132,10 +136,20 @@ class Bundle:
         return [e for e in self.scan().events if e["seq"] <= limit]
 
     def processes(self) -> dict[str, Any]:
+        """``processes.json`` with only well-formed entries; anything else reads as none.
+
+        It is never fsynced and only guides orphan reaping (every pid is
+        identity-checked before a signal), so a damaged file must not stop a
+        runner: its entries are skipped.
+        """
         try:
-            return dict(read_json(self.processes_path))
+            data = read_json(self.processes_path)
         except (OSError, ValueError):
             return {}
+        entries = data.get("processes") if isinstance(data, dict) else None
+        if not isinstance(entries, list):
+            return {}
+        return {**data, "processes": [e for e in entries if isinstance(e, dict)]}
 
 
 @dataclass(frozen=True)
@@ -330,4 +344,7 @@ def list_bundles(runs_dir: Path) -> list[str]:
         names = os.listdir(runs_dir)
     except FileNotFoundError:
         return []
+    except NotADirectoryError:
+        raise UsageError(f"the runs directory {runs_dir} is not a directory"
+                         " (PI_WORKFLOWS_RUNS_DIR)", code="runs_dir_invalid") from None
     return sorted(n for n in names if (runs_dir / n / "state.json").is_file())

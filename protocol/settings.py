@@ -93,6 +93,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         path = config_file()
+        if os.environ.get("PI_WORKFLOWS_CONFIG") and not path.is_file():
+            # A config file that was asked for by name must not be silently skipped.
+            what = "a directory" if path.is_dir() else "missing"
+            raise UsageError(f"the config file {path} (PI_WORKFLOWS_CONFIG) is {what}",
+                             code="config_invalid")
         if path.is_file():
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)

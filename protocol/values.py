@@ -18,6 +18,9 @@ from .definition import DefinitionError, Workflow
 from .errors import UsageError
 
 MAX_OUTPUT_DEPTH = 200
+# Python refuses to write longer integers as text (sys.int_info.default_max_str_digits).
+MAX_INT_DIGITS = 4300
+MAX_INT_BITS = int(MAX_INT_DIGITS * 3.3219)  # about log2(10) bits per digit, conservatively
 
 
 class OutputError(DefinitionError):
@@ -26,23 +29,44 @@ class OutputError(DefinitionError):
     code = "output_invalid"
 
 
+def _short_path(where: str) -> str:
+    parts = where.split(".")
+    return where if len(parts) <= 6 else ".".join([*parts[:3], "…", *parts[-2:]])
+
+
 def _plain(value: Any, where: str, depth: int, node_id: str) -> Any:
     if depth > MAX_OUTPUT_DEPTH:
         raise OutputError([f"output of node {node_id!r} is nested deeper than"
-                           f" {MAX_OUTPUT_DEPTH} levels at {where}"])
-    if value is None or isinstance(value, str | bool | int):
+                           f" {MAX_OUTPUT_DEPTH} levels at {_short_path(where)}"])
+    if isinstance(value, str):
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            # os.listdir() gives such strings for non-UTF-8 file names.
+            raise OutputError([f"output of node {node_id!r} has text that is not valid"
+                               f" Unicode at {_short_path(where)} (a lone surrogate);"
+                               " decode bytes with errors='replace' first"]) from None
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > MAX_INT_BITS:
+            raise OutputError([f"output of node {node_id!r} has an integer of more than"
+                               f" {MAX_INT_DIGITS} digits at {_short_path(where)};"
+                               " give it as a string"])
+        return value
+    if value is None or isinstance(value, bool):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise OutputError([f"output of node {node_id!r} has {value!r} at {where};"
-                               " JSON has no NaN or infinity"])
+            raise OutputError([f"output of node {node_id!r} has {value!r} at"
+                               f" {_short_path(where)}; JSON has no NaN or infinity"])
         return value
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise OutputError([f"output of node {node_id!r} has a non-string key {key!r}"
-                                   f" at {where}; JSON object keys are strings"])
+                                   f" at {_short_path(where)}; JSON object keys are strings"])
+            _plain(key, f"{where}.<key>", depth + 1, node_id)  # keys are text too
             out[key] = _plain(item, f"{where}.{key}", depth + 1, node_id)
         return out
     if isinstance(value, list | tuple):

@@ -1,33 +1,53 @@
 """The host's low-latency wakeup channel: its address, and the poke clients send.
 
-``run --detach``, ``start``, ``activate`` and ``cancel`` poke the host so it
-claims at once instead of at its next poll. On Linux this is an abstract
-UNIX datagram socket named after the state directory (no file, no path
-length limit); elsewhere a socket file in the state directory. A poke with
-no host listening is silently dropped: polling is the fallback. The host's
-end is ``supervisor.listener``. Imports nothing from the package.
+``run --detach``, ``start``, ``answer`` and ``cancel`` poke the host so it
+claims at once instead of at its next poll. The channel is a UNIX datagram
+socket file inside the project's 0700 state directory, so only its owner can
+reach it (an abstract socket would ignore file permissions and let any local
+process take the name first). When that path is too long for a socket
+address, the socket goes into a per-user 0700 directory under the temporary
+directory instead, which the host uses only if it owns it. A poke with no
+host listening is dropped: polling is the fallback. The host's end is
+``supervisor.listener``. Imports nothing from the package.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
-import sys
+import tempfile
 from pathlib import Path
 
+SOCKET_NAME = "host.wakeup"
+# sun_path holds 108 bytes on Linux (104 on BSDs), the terminating NUL included.
+MAX_SOCKET_PATH = 103
 
-def address(state_dir: Path) -> str | bytes:
-    if sys.platform.startswith("linux"):
-        digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:24]
-        return b"\0pi-workflows-" + digest.encode()
-    return str(state_dir / "host.wakeup")
+
+def short_dir() -> Path:
+    """Where a socket goes when the state directory's path is too long for one."""
+    return Path(tempfile.gettempdir()) / f"pi-workflows-{os.getuid()}"
+
+
+def address(state_dir: Path) -> str | None:
+    path = str(state_dir / SOCKET_NAME)
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:24]
+    short = str(short_dir() / f"{digest}.wakeup")
+    return short if len(os.fsencode(short)) <= MAX_SOCKET_PATH else None
 
 
 def poke(state_dir: Path) -> bool:
     """Wake the host if one listens; True if the datagram was sent."""
+    target = address(state_dir)
+    if target is None:
+        return False
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        # A full queue means the host has pokes to read already: never wait.
+        sock.setblocking(False)
         try:
-            sock.sendto(b"!", address(state_dir))
+            sock.sendto(b"!", target)
             return True
         except OSError:
             return False

@@ -76,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        # Typer's parser errors (vendored click) carry a message and an exit code.
+        # Typer's parser errors (vendored click) carry a message and an exit code:
+        # bad usage, never a traceback, even with --debug.
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
             return _fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
+        if debug:
+            traceback.print_exc()
         # A bug: still one line unless --debug.
         return _fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
                      ExitCode.INTERNAL)

@@ -75,6 +75,11 @@ def _parse_json(text: str, where: str) -> Any:
         # The position, never the text: input may be private.
         raise UsageError(f"{where} is not valid JSON: {exc.msg} at position {exc.pos}",
                          code="input_invalid") from None
+    except RecursionError:
+        raise UsageError(f"{where} is nested too deeply", code="input_invalid") from None
+    except ValueError:  # an integer too long to read (more than 4,300 digits)
+        raise UsageError(f"{where} has a number too long to read; give it as a string",
+                         code="input_invalid") from None
 
 
 def json_input(input_json: str | None, input_file: str | None) -> tuple[bool, Any]:

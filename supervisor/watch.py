@@ -132,6 +132,9 @@ class TraceFollower:
 
 def ended_without_bundle(row: QueueRow) -> str:
     """Why a run the queue ended has no settled bundle to show (its error, from the queue)."""
+    if row.error_code is None:
+        return (f"{row.state}, but the run's bundle is missing or unreadable; see"
+                f" `pi-workflows status {row.run_id}`")
     return f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip()
 
 

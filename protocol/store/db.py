@@ -22,6 +22,7 @@ from ..errors import (
     StoreIncompatible,
     StorePermanentError,
     StoreTransientError,
+    UsageError,
 )
 from ..paths import ensure_private_dir
 from .schema import SCHEMA_ID, SCHEMA_STATEMENTS
@@ -168,6 +169,9 @@ class Database:
             raise classify(exc) from None
 
     def _open(self, synchronous: str) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise UsageError(f"the store file {self.path} is a directory; point"
+                             " PI_WORKFLOWS_STORE_FILE at a file", code="store_path_invalid")
         ensure_private_dir(self.path.parent)
         wal = self.path.with_name(self.path.name + "-wal")
         if not self.path.exists() and wal.exists() and wal.stat().st_size > 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pi_workflows.supervisor.watch import describe
 
 
@@ -27,3 +29,21 @@ def test_long_outputs_are_cut_and_unknown_events_are_named() -> None:
     assert describe(_event("from_the_future", {"whatever": 1}, "n")).endswith(
         "from_the_future n")
     assert describe({"seq": 1}).endswith("#1 ?")
+
+
+def test_watch_returns_when_the_queue_ended_a_run_whose_bundle_is_missing(
+        tmp_path: Path) -> None:
+    from pi_workflows.protocol.errors import ExitCode
+    from pi_workflows.protocol.store import RunSource, Store
+    from pi_workflows.supervisor.watch import watch
+
+    with Store(tmp_path / "store.sqlite3") as store:
+        store.enqueue_detached("r1", RunSource("w", "/w.py", "ab" * 32, "sha256:x"), {})
+        claim = store.claim_by_id("r1", "me")
+        store.mark_running("r1", claim.token)
+        store.finish("r1", claim.token, "completed")  # but no bundle exists
+        said: list[str] = []
+        code = watch(store, tmp_path / "runs", "r1", echo=said.append, poll_s=0.01)
+    assert code == ExitCode.RUN_FAILED
+    assert said == ["done, but the run's bundle is missing or unreadable; see"
+                    " `pi-workflows status r1`"]
