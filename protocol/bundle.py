@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -39,6 +39,12 @@ BOUNDARY_EVENTS = frozenset({
 
 class BundleCorrupt(PiWorkflowsError):
     code = "bundle_corrupt"
+
+
+class BundleMissing(BundleCorrupt):
+    """The run had a bundle and it is gone: never made again from scratch."""
+
+    code = "bundle_missing"
 
 
 class BundleExists(BundleCorrupt):
@@ -176,12 +182,44 @@ class BundleWriter:
         self._status: str | None = None
         self._manifest: dict[str, Any] = {}
         self._lock: FileLock | None = None
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bundle dir
 
-    def _fence(self) -> Any:
-        if self._lock is None:
-            self._lock = bundle_lock(self.bundle.dir)
-        return fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token,
-                      lock=self._lock)
+    @contextlib.contextmanager
+    def _fence(self) -> Iterator[None]:
+        """The run's fence, on the very directory this writer started with.
+
+        A bundle moved or deleted under a running writer must not be made
+        again around it (with a trace that starts mid-way): the directory's
+        identity is checked before the lock is taken and again inside it.
+        """
+        self._check_identity()
+        try:
+            if self._lock is None:
+                self._lock = bundle_lock(self.bundle.dir)
+            with fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token,
+                        lock=self._lock):
+                self._check_identity()
+                yield
+        except (NotADirectoryError, IsADirectoryError) as exc:
+            # A bundle path that is a file, a lock file that is a directory:
+            # rerunning cannot mend that.
+            raise BundleCorrupt(f"run {self.bundle.run_id}: its bundle cannot be written"
+                                f" ({type(exc).__name__}: {exc.filename})") from None
+
+    def _check_identity(self) -> None:
+        try:
+            info = os.stat(self.bundle.dir)
+        except FileNotFoundError:
+            if self._identity is not None:
+                raise BundleMissing(f"run {self.bundle.run_id}: its bundle directory was"
+                                    " moved or deleted while the run ran") from None
+            return
+        identity = (info.st_dev, info.st_ino)
+        if self._identity is None:
+            self._identity = identity
+        elif identity != self._identity:
+            raise BundleMissing(f"run {self.bundle.run_id}: its bundle directory was replaced"
+                                " while the run ran")
 
     def _sync(self, event_type: str) -> bool:
         return self.fsync == "always" or (self.fsync == "node" and event_type in BOUNDARY_EVENTS)
@@ -194,7 +232,11 @@ class BundleWriter:
                state: Mapping[str, Any]) -> None:
         """Lay out a new bundle: snapshot (once), projection at seq 0, manifest."""
         b = self.bundle
-        ensure_private_dir(b.dir)
+        try:
+            ensure_private_dir(b.dir)
+        except NotADirectoryError:
+            raise BundleCorrupt(f"run {b.run_id}: its bundle path {b.dir} is not a"
+                                " directory") from None
         with self._fence():
             if b.exists():
                 raise BundleExists(f"run {b.run_id} already has a bundle")

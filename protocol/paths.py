@@ -7,6 +7,7 @@ worker's boot stays light. Imports nothing from the package.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -60,6 +61,8 @@ def ensure_private_dir(path: Path) -> Path:
     for directory in reversed(missing):
         # exist_ok: another process may create the same directory concurrently.
         directory.mkdir(mode=0o700, exist_ok=True)
+    if not path.is_dir():  # never chmod (or write into) something that is not ours to
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(path))
     if path.stat().st_mode & 0o777 != 0o700:
         os.chmod(path, 0o700)
     return path

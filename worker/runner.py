@@ -104,6 +104,16 @@ def _open(store: Store, claim: Claim, engine: Engine, row: QueueRow, loaded: Loa
         if bundle.exists():
             reopen()
             return None
+        if row.started_at is not None:
+            # It ran before, so it had a bundle: starting over would rerun done
+            # work on made-up input (the private input is gone by now). Looked
+            # at twice: another writer may have laid it out just now.
+            if bundle.exists():
+                reopen()
+                return None
+            return _fail(store, claim, "bundle_missing",
+                         f"run {claim.run_id} ran before but its bundle is gone (moved or"
+                         " deleted); restore it to resume the run, or start a new run")
         if (loaded.source.sha256, loaded.digest) != (row.source_sha256,
                                                      row.definition_digest) and not force:
             return _fail(store, claim, "source_changed",
