@@ -10,14 +10,18 @@ project and global definitions with shadowing. Imports ``protocol.definition``,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 import types
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +35,18 @@ if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
     from .settings import Settings
 
 SUFFIX = ".workflow.py"
+# How long importing one workflow file may take (a file that loops or waits at
+# import must not hang `run`, `workflows` or a worker); PI_WORKFLOWS_LOAD_TIMEOUT_S.
+LOAD_TIMEOUT_S = 10.0
+
+
+def load_timeout() -> float:
+    """The import time bound: the environment (shared by CLI and workers), else 10 s."""
+    try:
+        value = float(os.environ.get("PI_WORKFLOWS_LOAD_TIMEOUT_S", LOAD_TIMEOUT_S))
+    except ValueError:
+        return LOAD_TIMEOUT_S
+    return value if value > 0 else LOAD_TIMEOUT_S
 PROJECT_SUBDIR = Path(".pi") / "workflows"
 Scope = Literal["project", "global"]
 _counter = itertools.count(1)
@@ -101,14 +117,43 @@ def _module_name(stem: str) -> str:
     return f"_pi_workflow_{slug}_{os.getpid()}_{next(_counter)}"
 
 
-def _execute(shown: str, real: str, data: bytes) -> types.ModuleType:
+class _ImportTimeout(BaseException):
+    """Raised into a workflow file's import that ran past its time."""
+
+
+@contextlib.contextmanager
+def _time_bound(seconds: float) -> Iterator[None]:
+    """Interrupt the block after ``seconds`` (main thread only: signals need it)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(_signum: int, _frame: object) -> None:
+        raise _ImportTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _execute(shown: str, real: str, data: bytes, timeout_s: float) -> types.ModuleType:
     name = _module_name(workflow_name_for(Path(real)))
     module = types.ModuleType(name)
     module.__file__ = real
     sys.modules[name] = module  # dataclasses and typing look the module up while it runs
     try:
         code = compile(data, real, "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        # A print() at import must not reach our stdout (it would break --json).
+        with contextlib.redirect_stdout(sys.stderr), _time_bound(timeout_s):
+            exec(code, module.__dict__)
+    except _ImportTimeout:
+        raise WorkflowLoadError(
+            shown, f"importing it took longer than {timeout_s:g} s (does it wait or loop at"
+                   " import time?)") from None
     except SyntaxError as exc:
         raise WorkflowLoadError(
             shown, f"syntax error at line {exc.lineno}: {exc.msg}",
@@ -148,8 +193,8 @@ def _the_workflow(shown: str, module: types.ModuleType) -> Workflow:
     return next(iter(found.values()))[1]
 
 
-def load_workflow_file(path: Path | str) -> LoadedWorkflow:
-    """Import one workflow file and return its validated, named definition."""
+def load_workflow_file(path: Path | str, *, timeout_s: float | None = None) -> LoadedWorkflow:
+    """Import one workflow file (within ``timeout_s``) and return its validated definition."""
     shown = str(path)
     real = os.path.realpath(path)
     try:
@@ -160,7 +205,7 @@ def load_workflow_file(path: Path | str) -> LoadedWorkflow:
     except OSError as exc:
         raise WorkflowLoadError(shown, f"cannot read the file: {exc.strerror or exc}") from None
     stem = workflow_name_for(Path(shown))
-    module = _execute(shown, real, data)
+    module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
     workflow = _the_workflow(shown, module)
     if workflow.name is None:
         problems = name_problems(stem)
@@ -212,13 +257,14 @@ class Catalog:
     project_dir: str
     global_dir: str
     entries: tuple[CatalogEntry, ...]
+    known: tuple[str, ...] = ()  # names of files that were not loaded (``resolve_for``)
 
     def active(self) -> list[CatalogEntry]:
         """The entries that ``get`` answers from (not shadowed), by name."""
         return [e for e in self.entries if not e.shadowed]
 
     def names(self) -> list[str]:
-        return sorted({e.name for e in self.entries})
+        return sorted({e.name for e in self.entries} | set(self.known))
 
     def get(self, name: str) -> LoadedWorkflow:
         """The definition called ``name``; NotFound, or the file's load error."""
@@ -295,3 +341,21 @@ def discover_for(settings: Settings, project_dir: Path | str) -> Catalog:
     """``discover`` with the directories from settings."""
     local, shared = workflow_dirs(settings, project_dir)
     return discover(project_dir, shared, project_workflows_dir=local)
+
+
+def resolve_for(settings: Settings, project_dir: Path | str, name: str) -> Catalog:
+    """A catalog that answers ``get(name)`` having imported only that one file.
+
+    The project file wins over the global one, as in ``discover``; the other
+    files are listed by name for the not-found message, never imported.
+    """
+    local, shared = workflow_dirs(settings, project_dir)
+    entries: list[CatalogEntry] = []
+    names: set[str] = set()
+    for scope, directory in (("project", local), ("global", shared)):
+        for path in _scan(directory):
+            stem = workflow_name_for(path)
+            names.add(stem)
+            if stem == name and not entries:
+                entries.append(_entry(path, scope, False))  # type: ignore[arg-type]
+    return Catalog(str(local), str(shared), tuple(entries), known=tuple(sorted(names)))

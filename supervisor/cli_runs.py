@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from ..protocol.bundle import bundle_exists
-from ..protocol.discovery import discover_for
+from ..protocol.discovery import resolve_for
 from ..protocol.errors import ClaimLost, NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
@@ -98,7 +98,7 @@ def run_command(
     settings, paths = project_context(project)
     owner = session_id(session)
     raw = parse_input(task, input_json, input_file)
-    prepared = prepare_run(discover_for(settings, paths.project), name, raw)
+    prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
     if not detach:
         echo = (lambda line: None) if as_json else typer.echo
         with open_store(settings, paths.store_file) as store:

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ..protocol.discovery import discover_for
+from ..protocol.discovery import resolve_for
 from ..protocol.errors import UsageError
 from ..protocol.launch import prepare_run
 from ..protocol.store import open_store
@@ -62,7 +62,7 @@ def start_command(
     settings, paths = project_context(project)
     owner = _required(session, "start")
     raw = parse_input(task, input_json, input_file)
-    prepared = prepare_run(discover_for(settings, paths.project), name, raw)
+    prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
     with open_store(settings, paths.store_file) as store:
         row = start(store, prepared, owner)
     if as_json:
