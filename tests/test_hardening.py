@@ -144,3 +144,42 @@ def test_a_state_dir_too_long_for_a_socket_uses_a_short_private_one(tmp_path: Pa
         assert stat.S_IMODE(Path(target).parent.stat().st_mode) == 0o700
     finally:
         listener.close()
+
+
+def test_a_full_disk_is_named_in_the_store_error() -> None:
+    import sqlite3
+
+    from pi_workflows.protocol.errors import StoreTransientError
+    from pi_workflows.protocol.store.db import classify
+
+    exc = sqlite3.OperationalError("database or disk is full")
+    exc.sqlite_errorcode = 13  # type: ignore[attr-defined]
+    found = classify(exc)
+    assert isinstance(found, StoreTransientError) and found.code == "disk_full"
+    assert found.message.startswith("the disk is full: free some space")
+
+
+def test_a_log_file_that_cannot_be_written_complains_once_and_drops_lines(
+        tmp_path: Path) -> None:
+    from pi_workflows.protocol.logsetup import RotatingFile
+
+    said: list[str] = []
+    target = tmp_path / "logs" / "pi-workflows.log"  # its directory does not exist
+    sink = RotatingFile(target, complain=said.append)
+    for i in range(200):
+        sink.write(f"line {i}\n")  # never raises
+    assert len(said) == 1 and "cannot write the log file" in said[0]
+    target.parent.mkdir()
+    sink.write("back\n")  # recovers when it can write again
+    assert target.read_text() == "back\n" and stat.S_IMODE(target.stat().st_mode) == 0o600
+
+
+def test_the_log_file_rotates_and_keeps_a_bounded_number(tmp_path: Path) -> None:
+    from pi_workflows.protocol.logsetup import RotatingFile
+
+    sink = RotatingFile(tmp_path / "x.log", rotate_bytes=100, keep=3)
+    for i in range(50):
+        sink.write(f"line {i:03d} " + "y" * 20 + "\n")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["x.log", "x.log.1", "x.log.2", "x.log.3"]
+    assert "line 049" in (tmp_path / "x.log").read_text()

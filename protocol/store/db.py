@@ -30,6 +30,7 @@ from .schema import SCHEMA_ID, SCHEMA_STATEMENTS
 Row = dict[str, Any]
 
 # Primary result codes (the low byte of an extended code) that a retry can fix.
+_SQLITE_FULL = 13
 _TRANSIENT_CODES = {
     5,  # SQLITE_BUSY
     6,  # SQLITE_LOCKED
@@ -54,6 +55,9 @@ def classify(exc: BaseException) -> StoreError:
     text = str(exc)
     if isinstance(exc, sqlite3.IntegrityError):
         return ConstraintViolation(text)
+    if (code is not None and (code & 0xFF) == _SQLITE_FULL) or "disk is full" in text:
+        return StoreTransientError("the disk is full: free some space; the store recovers"
+                                   f" by itself ({text})", code="disk_full")
     if code is not None and (code & 0xFF) in _TRANSIENT_CODES:
         return StoreTransientError(f"store busy: {text}")
     if code is None and isinstance(exc, sqlite3.OperationalError) and (
