@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -82,6 +82,15 @@ class Settings(BaseSettings):
     pi_args: str = ""  # extra `pi` arguments, split like a shell does
     agent_reminders: int = Field(default=2, ge=0, le=10)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        # A worker renews at most every half lease, so one late renewal never
+        # loses its claim (and a host never kills a healthy worker as hung).
+        if self.renew_ms * 2 > self.lease_ms:
+            raise ValueError(f"renew_ms ({self.renew_ms}) must be at most half of lease_ms"
+                             f" ({self.lease_ms})")
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -110,8 +119,10 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**clean)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "settings"
-        raise UsageError(f"invalid setting {where}: {first.get('msg', 'bad value')}") from None
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        msg = str(first.get("msg", "bad value")).removeprefix("Value error, ")
+        raise UsageError(f"invalid setting {where}: {msg}" if where
+                         else f"invalid settings: {msg}") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read settings: {exc}") from None
 

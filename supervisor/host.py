@@ -325,6 +325,15 @@ class Host:
             # longer write; kill it (freeing any lock it holds) and its children.
             self._kill_run(old, retire=True)
             self.retiring.append(old)
+            # A worker that keeps hanging is a crash loop too, not a kill forever.
+            crashes = self._count_crash(claim.run_id)
+            if crashes >= self.settings.crash_limit:
+                self.crashes.pop(claim.run_id, None)
+                self.store.fail(claim.run_id, claim.token, "worker_crash_loop",
+                                f"the worker stopped renewing its lease {crashes} times within"
+                                f" {self.settings.crash_window_s:g} s; the run was stopped")
+                logger.warning("run {} failed: its worker kept hanging", claim.run_id)
+                return
         try:
             handle = self.standby.take(claim) or self.os.spawn_worker(
                 claim, project=self.paths.project, project_key=self.project_key,

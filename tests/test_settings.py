@@ -62,12 +62,19 @@ def test_each_path_can_be_overridden_alone(tmp_path: Path, monkeypatch: pytest.M
 def test_config_file_applies_below_the_environment(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     config = tmp_path / "config.toml"
-    config.write_text('lease_ms = 1234\nfsync = "always"\n')
+    config.write_text('lease_ms = 1234\nrenew_ms = 400\nfsync = "always"\n')
     monkeypatch.setenv("PI_WORKFLOWS_CONFIG", str(config))
     assert load_settings().lease_ms == 1234 and load_settings().fsync == "always"
     monkeypatch.setenv("PI_WORKFLOWS_LEASE_MS", "4321")
     assert load_settings().lease_ms == 4321
     assert load_settings(lease_ms=999).lease_ms == 999  # arguments win
+
+
+@pytest.mark.parametrize(("lease", "renew"), [(1000, 501), (30_000, 30_000), (30_000, 60_000)])
+def test_a_renewal_slower_than_half_the_lease_is_refused(lease: int, renew: int) -> None:
+    with pytest.raises(UsageError, match=r"renew_ms .* must be at most half of lease_ms"):
+        load_settings(lease_ms=lease, renew_ms=renew)
+    assert load_settings(lease_ms=lease, renew_ms=lease // 2).renew_ms == lease // 2
 
 
 def test_bad_settings_are_one_clear_error(monkeypatch: pytest.MonkeyPatch,

@@ -96,7 +96,8 @@ Rig = tuple[Host, FakeOs, FakeMonotonic]
 def rig(tmp_path: Path) -> Iterator[Rig]:
     fake_os, mono = FakeOs(), FakeMonotonic()
     settings = load_settings(restart_backoff_s=0, crash_limit=3, crash_window_s=60,
-                             lease_ms=10_000, drain_grace_s=10, hung_kill_after_s=5)
+                             lease_ms=10_000, renew_ms=2_000, drain_grace_s=10,
+                             hung_kill_after_s=5)
     host = Host(resolve_paths(settings, tmp_path), settings, concurrency=2, clock=FakeClock(),
                 monotonic=mono, os_layer=fake_os, use_standby=False)
     host.start()
@@ -209,6 +210,20 @@ def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
     _proc(first).code = -9
     host.loop_once()
     assert first not in host.retiring and first.phase == Phase.EXITED
+
+
+def test_a_worker_that_keeps_hanging_ends_as_a_crash_loop(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = None  # every worker runs forever and never renews
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    for _ in range(3):
+        host.clock.advance(host.settings.lease_ms + 1)  # type: ignore[attr-defined]
+        host.loop_once()
+    row = host.store.get("r1")
+    assert row is not None and (row.state, row.error_code) == ("failed", "worker_crash_loop")
+    assert len(fake_os.spawned) == 3  # the first and two replacements, then no more
+    assert "r1" not in host.workers
 
 
 def test_concurrency_is_a_ceiling(rig: Rig) -> None:
