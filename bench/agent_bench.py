@@ -53,7 +53,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -74,7 +73,7 @@ from e2e.harness import HarnessError, Project, alive, clean_env, poll
 from e2e.pi_env import PiEnv, PiError, PiRpc, make_pi_env, pi_binary, pinned_pi_version
 from e2e.scripted_model import Request, ScriptedModel, Stall, Text, ToolCalls, call
 
-from .host_common import MB, pct, rss_uss, summary
+from .host_common import MB, finish_bench, load_average, pct, rss_uss, summary
 
 # The step contract's submit line ({"action": "submit", "step": "S", "attempt": "A", ...)
 # or the executor's reminder ("... action `submit`, step `S`, attempt `A` ...").
@@ -600,9 +599,6 @@ def print_memory(r: dict[str, Any], bare_idle: int | None) -> None:
 # ---- the command line ----------------------------------------------------------------
 
 
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
 
 def _words(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
@@ -661,7 +657,7 @@ def main(argv: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="pi-wf-agent-bench-"))
     node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False)
     print(f"agent bench: python {sys.version.split()[0]}, node {node.stdout.strip() or '?'},"
-          f" Pi {pinned_pi_version()}, {os.cpu_count()} CPU(s), load average {_load()};"
+          f" Pi {pinned_pi_version()}, {os.cpu_count()} CPU(s), load average {load_average()};"
           f" dir {base}; scripted model on 127.0.0.1 (nearest-rank percentiles;"
           " other work on the machine shows in the load average)")
     leftover = 0
@@ -708,11 +704,6 @@ def main(argv: list[str]) -> int:
     except (HarnessError, PiError) as exc:
         print(f"  ! bench stopped: {str(exc)[:500]}")
     finally:
-        if args.keep:
-            print(f"\nkept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-        print(f"\nleftover processes killed at the end: {leftover}; load average now"
-              f" {_load()}; bench took {time.monotonic() - began:.0f} s")
+        finish_bench([], base, keep=args.keep, began=began, leftover=leftover)
     return 0
 

@@ -41,21 +41,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from .host_boot import print_boot, worker_boot
-from .host_common import PROJECTS
+from .host_common import PROJECTS, finish_bench, load_average
 from .host_latency import latency, print_latency
 from .host_recovery import print_memory, print_recovery, recovery
 from .host_throughput import print_throughput, throughput
-
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _ints(text: str) -> list[int]:
@@ -95,7 +90,7 @@ def main(argv: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="pi-wf-host-bench-"))
     home = base / "home"
     print(f"host bench: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), load average"
-          f" {_load()}; dir {base}; default lease/renew/poll settings")
+          f" {load_average()}; dir {base}; default lease/renew/poll settings")
     boot: list[float] = []
     try:
         if "boot" not in args.skip:
@@ -127,16 +122,5 @@ def main(argv: list[str]) -> int:
                   " a node (psutil)")
             print_memory(rec, args.recovery_runs)
     finally:
-        leftover = 0
-        for project in PROJECTS:
-            try:
-                leftover += project.cleanup()
-            except Exception as exc:  # report, and go on cleaning the others
-                print(f"  ! clean-up of {project.root}: {exc}")
-        if args.keep:
-            print(f"\nkept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-        print(f"\nleftover processes killed at the end: {leftover}; load average now"
-              f" {_load()}; bench took {time.monotonic() - began:.0f} s")
+        finish_bench(PROJECTS, base, keep=args.keep, began=began)
     return 0

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import shutil
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -265,3 +267,23 @@ def is_standby(t: Timeline) -> bool:
 
 def is_cold(t: Timeline) -> bool:
     return t.standby is False
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def finish_bench(projects: list[Project], base: Path, *, keep: bool, began: float,
+                 leftover: int = 0) -> None:
+    """The end of every bench: clean up its projects, its directory, and say so."""
+    for project in projects:
+        try:
+            leftover += project.cleanup()
+        except Exception as exc:  # report, and go on cleaning the others
+            print(f"  ! clean-up of {project.root}: {exc}")
+    if keep:
+        print(f"\nkept {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"\nleftover processes killed at the end: {leftover}; load average now"
+          f" {load_average()}; bench took {time.monotonic() - began:.0f} s")

@@ -43,7 +43,6 @@ import json
 import os
 import queue
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -64,7 +63,7 @@ from pi_workflows.worker.runner import execute_claim
 
 from e2e.harness import HarnessError, Project, clean_env
 
-from .host_common import summary
+from .host_common import finish_bench, load_average, summary
 
 TINY = """
 from pi_workflows import compute, define_workflow, edge
@@ -82,9 +81,6 @@ OLD = RunSource("bench-old", "/nonexistent/bench-old.workflow.py", "ab" * 32,
 RUNNER = "bench-runner"
 PROJECTS: list[Project] = []
 
-
-def _load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _project(base: Path, name: str, home: Path) -> Project:
@@ -399,7 +395,7 @@ def main(argv: list[str]) -> int:
     base = Path(tempfile.mkdtemp(prefix="pi-wf-sync-bench-"))
     home = base / "home"
     print(f"sync bench: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), load average"
-          f" {_load()}; dir {base}; synchronous NORMAL, default lease settings")
+          f" {load_average()}; dir {base}; synchronous NORMAL, default lease settings")
     try:
         big = None
         if "big" not in skip:
@@ -415,17 +411,6 @@ def main(argv: list[str]) -> int:
     except HarnessError as exc:
         print(f"  ! {exc}")
     finally:
-        leftover = 0
-        for project in PROJECTS:
-            try:
-                leftover += project.cleanup()
-            except Exception as exc:  # report, and go on cleaning the others
-                print(f"  ! clean-up of {project.root}: {exc}")
-        if args.keep:
-            print(f"\nkept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
-        print(f"\nleftover processes killed at the end: {leftover}; load average now"
-              f" {_load()}; bench took {time.monotonic() - began:.0f} s")
+        finish_bench(PROJECTS, base, keep=args.keep, began=began)
     return 0
 

@@ -10,28 +10,8 @@ import sys
 
 import pytest
 
-from .conftest import HOLD
 from .harness import Project, alive, wait_for
-
-FLOW = HOLD + """
-from pi_workflows import define_workflow, compute, checkpoint, edge, switch
-
-def pick(ctx):
-    return {"mode": ctx.input.get("task", "done")}
-
-def boom(ctx):
-    raise RuntimeError("no luck today")
-
-workflow = define_workflow(
-    start_at="pick",
-    nodes=[compute("pick", pick), compute("hold", hold("hold")),
-           checkpoint("ask", summary="go on?"), compute("boom", boom),
-           compute("end", lambda ctx: {"ok": True})],
-    edges=[switch("pick", "$.mode", {"done": "end", "hold": "hold", "ask": "ask",
-                                     "fail": "boom"}),
-           edge("hold", "end")],
-)
-"""
+from .sessions_kit import FLOW
 
 
 def _attached(project: Project, *args: str) -> subprocess.Popen[str]:
