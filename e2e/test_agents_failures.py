@@ -199,7 +199,7 @@ def test_a_broken_pi_or_provider_fails_the_node_safely_and_the_host_goes_on(
             assert message.startswith("the model provider failed: 500 upstream overloaded")
             assert "sk-live-99aa" not in message and "api_key=[redacted]" in message
         # The node failed, not the worker: one worker, never restarted.
-        assert len(roles(project, agent_run, "worker")) == 1
+        assert len(roles(project, agent_run, "worker")) == 1, project.diagnose([agent_run])
         assert not of_type(project.events(agent_run), "run_resumed")
         assert brain.model is not None
         assert len(brain.model.completions) == (1 if trouble == "http_500" else 0)

@@ -170,7 +170,8 @@ class BundleWriter:
     """Every write to a bundle, each inside the run's fence."""
 
     def __init__(self, bundle: Bundle, store: ClaimVerifier, token: str, *,
-                 fsync: str = "node", clock: Clock = now_ms) -> None:
+                 fsync: str = "node", clock: Clock = now_ms,
+                 lock_timeout: float | None = None) -> None:
         if fsync not in ("always", "node", "never"):
             raise ValueError(f"unknown fsync policy {fsync!r}")
         self.bundle = bundle
@@ -183,6 +184,7 @@ class BundleWriter:
         self._manifest: dict[str, Any] = {}
         self._lock: FileLock | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bundle dir
+        self.lock_timeout = lock_timeout  # None: PI_WORKFLOWS_LOCK_TIMEOUT_S
 
     @contextlib.contextmanager
     def _fence(self) -> Iterator[None]:
@@ -195,7 +197,7 @@ class BundleWriter:
         self._check_identity()
         try:
             if self._lock is None:
-                self._lock = bundle_lock(self.bundle.dir)
+                self._lock = bundle_lock(self.bundle.dir, self.lock_timeout)
             with fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token,
                         lock=self._lock):
                 self._check_identity()

@@ -11,6 +11,7 @@ module does not import ``protocol.store``. Imports ``protocol.errors``,
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -33,18 +34,31 @@ class ClaimVerifier(Protocol):
     def verify(self, run_id: str, token: str) -> object: ...
 
 
-def bundle_lock(bundle_dir: Path, timeout: float = 30.0) -> FileLock:
+LOCK_TIMEOUT_S = 30.0
+
+
+def lock_timeout() -> float:
+    """How long a writer waits for a run's lock: ``PI_WORKFLOWS_LOCK_TIMEOUT_S``, else 30 s."""
+    try:
+        value = float(os.environ.get("PI_WORKFLOWS_LOCK_TIMEOUT_S", LOCK_TIMEOUT_S))
+    except ValueError:
+        return LOCK_TIMEOUT_S
+    return value if value > 0 else LOCK_TIMEOUT_S
+
+
+def bundle_lock(bundle_dir: Path, timeout: float | None = None) -> FileLock:
     """The run's lock file; ``FileLock`` uses ``flock``, so a dead holder frees it."""
     ensure_private_dir(bundle_dir)
     # A kernel lock (flock), kept at a stable path; never the soft fallback,
     # whose stale files a crashed writer would leave behind.
-    return FileLock(str(bundle_dir / LOCK_NAME), timeout=timeout, mode=0o600,
+    return FileLock(str(bundle_dir / LOCK_NAME),
+                    timeout=lock_timeout() if timeout is None else timeout, mode=0o600,
                     thread_local=False, preserve_lock_file=True)
 
 
 @contextlib.contextmanager
 def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
-           *, timeout: float = 30.0, lock: FileLock | None = None) -> Iterator[None]:
+           *, timeout: float | None = None, lock: FileLock | None = None) -> Iterator[None]:
     """Hold the run lock while the claim is verified and the caller writes.
 
     A writer that fences often passes its own ``lock`` (from ``bundle_lock``)

@@ -38,6 +38,7 @@ class WorkerExit(IntEnum):
     PARKED = 20
     CLAIM_LOST = 21
     BOOT_ERROR = 22
+    BUNDLE_LOCKED = 23  # another process held the run's lock: not this worker's crash
 
 
 # Exits after which a worker holds no claim of ours if it behaved; any other

@@ -40,6 +40,7 @@ from .cli_options import (
     session_id,
 )
 from .host import Host, StartupReport
+from .serve import HostServer
 from .session import run_attached, session_runner
 from .views import run_status, status_line
 from .watch import watch
@@ -71,7 +72,7 @@ def host_command(
             "  Ctrl-C or SIGTERM drains: running runs are parked and resume later\n")
         sys.stderr.flush()
 
-    raise typer.Exit(host.serve(on_start=started))
+    raise typer.Exit(HostServer(host).serve(on_start=started))
 
 
 def run_command(

@@ -1,43 +1,42 @@
 """The host: ``pi-workflows host`` supervises one worker subprocess per claimed run.
 
 Owns the supervisor loop. ``loop_once`` is one short pass (heartbeat -> take
-over dead runners -> drain signals -> reap children -> stop hung workers ->
-renew held claims -> restart crashed ones -> claim up to the concurrency
-limit) so tests drive it without threads; ``serve`` adds start-up (lock,
-register, reap orphans, take over dead runners) and the wait on the wakeup
-descriptors. Time (``monotonic``, the lease ``clock``) and the OS
-(``OsLayer``) come in from outside. Signal handlers only record. Imports
-``protocol`` and the supervisor's own modules; starts the worker only as a
-subprocess.
+over dead runners -> reap children -> stop hung workers -> renew held
+claims -> restart crashed ones -> claim up to the concurrency limit) so
+tests drive it without threads; ``start`` is start-up (lock, register, reap
+orphans, take over dead runners) and ``shutdown`` the end.
+``supervisor.serve`` adds the signals and the wait between passes. Time
+(``monotonic``, the lease ``clock``) and the OS (``OsLayer``) come in from
+outside. Imports ``protocol`` and the supervisor's own modules; starts the
+worker only as a subprocess.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import select
-import signal
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from loguru import logger
 
+from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.clock import Clock, now_ms
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
+from ..protocol.limits import safe_error_message
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
-from ..protocol.retry import backoff_delays, with_retries
+from ..protocol.retry import with_retries
 from ..protocol.settings import Paths, Settings, project_key
+from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
 from ..protocol.titles import set_title
 from ..protocol.wire import WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
+from .crashes import CrashBudget
 from .hostlock import HostLock
-from .listener import Listener
 from .oslayer import OsLayer, RealOs
 from .standby import Standby
 from .workers import Phase, WorkerHandle
@@ -47,6 +46,8 @@ Monotonic = Callable[[], float]
 SWEEP_EVERY_S = 5.0
 # A worker that could not be spawned (EAGAIN, EMFILE) is tried again after this.
 SPAWN_RETRY_S = 1.0
+# How long the host itself waits for a run's lock to record a failure in it.
+SETTLE_LOCK_S = 2.0
 
 
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
@@ -93,7 +94,7 @@ class Host:
         self.workers: dict[str, WorkerHandle] = {}  # the current worker of each run
         self.retiring: list[WorkerHandle] = []  # superseded workers, killed, to be reaped
         self.pending: dict[str, Pending] = {}
-        self.crashes: dict[str, deque[float]] = {}
+        self.crashes = CrashBudget(settings.crash_limit, settings.crash_window_s, monotonic)
         self.stopping = False
         self.quick = False
         # Workers get the resolved settings, so they boot without pydantic.
@@ -105,10 +106,6 @@ class Host:
             monotonic=monotonic,
             enabled=settings.standby if use_standby is None else use_standby)
         self._next_sweep = 0.0
-        self._signal_r: int | None = None
-        self._listener: Listener | None = None
-        self._store_delay = backoff_delays(0.05, 2.0)
-        self._store_failures = 0
 
     # ---- start-up --------------------------------------------------------
 
@@ -131,7 +128,6 @@ class Host:
             self._next_sweep = now + SWEEP_EVERY_S
             self._heartbeat()
             self._take_over_dead_runners()
-        self._drain_signals()
         self._reap()
         self._stop_hung()
         self._renew_pending()
@@ -182,17 +178,6 @@ class Host:
             logger.warning("took over {} run(s) of dead runner(s) {}", taken,
                            ", ".join(r.runner_id for r in dead))
 
-    def _drain_signals(self) -> None:
-        if self._signal_r is None:
-            return
-        try:
-            data = os.read(self._signal_r, 512)
-        except BlockingIOError:
-            return
-        for signum in data:
-            if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                self.request_stop()  # a closed terminal (HUP) drains like Ctrl-C
-
     def request_stop(self) -> None:
         """First call: graceful drain. Second: quick shutdown."""
         if self.stopping:
@@ -224,7 +209,7 @@ class Host:
         run_id, claim = handle.run_id, handle.claim
         if not after_exit(self.store, self.os, self.project_key, claim, code):
             logger.info("worker for {} exited ({})", run_id, WorkerExit(code).name.lower())
-            self.crashes.pop(run_id, None)
+            self.crashes.forget(run_id)
             return
         if self.stopping:
             give_back(self.store, self.paths.runs_dir, claim)  # no restarts while draining
@@ -234,30 +219,49 @@ class Host:
             self.store.fail(run_id, claim.token, "worker_boot_error",
                             "the worker could not start; see the host log")
             return
-        crashes = self._count_crash(run_id)
+        if code == WorkerExit.BUNDLE_LOCKED:
+            stale = self.os.stale_writers(self.paths.runs_dir, self.project_key, run_id,
+                                          self.runner_id)
+            if stale:
+                # Not this worker's crash: a void claim's writer held the lock.
+                self.os.kill(stale)
+                logger.warning("run {}: killed {} stale writer(s) holding its lock", run_id,
+                               len(stale))
+                self.pending[run_id] = Pending(self._restart_claim(claim, row.state),
+                                               self.monotonic())
+                return
+        crashes = self.crashes.record(run_id)
         window = self.settings.crash_window_s
-        if crashes >= self.settings.crash_limit:
-            self.crashes.pop(run_id, None)
-            self.store.fail(run_id, claim.token, "worker_crash_loop",
-                            f"the worker crashed {crashes} times within {window:g} s"
-                            f" (last exit status {code}); the run was stopped")
+        if self.crashes.spent(crashes):
+            self.crashes.forget(run_id)
+            self._fail_settled(claim, "worker_crash_loop",
+                               f"the worker crashed {crashes} times within {window:g} s"
+                               f" (last exit status {code}); the run was stopped")
             logger.warning("run {} failed: worker crash loop", run_id)
             return
         delay = self.settings.restart_backoff_s * (2 ** (crashes - 1))
-        restart = Claim(run_id, claim.runner_id, claim.token, claim.lease_expires_at, row.state,
-                        row.state)
-        self.pending[run_id] = Pending(restart, self.monotonic() + delay)
+        self.pending[run_id] = Pending(self._restart_claim(claim, row.state),
+                                       self.monotonic() + delay)
         logger.warning("worker for {} crashed (status {}); restart in {:.1f} s", run_id, code,
                        delay)
 
-    def _count_crash(self, run_id: str) -> int:
-        """Record a crash now; how many fall within the crash window."""
-        now = self.monotonic()
-        crashes = self.crashes.setdefault(run_id, deque())
-        crashes.append(now)
-        while crashes and now - crashes[0] > self.settings.crash_window_s:
-            crashes.popleft()
-        return len(crashes)
+    @staticmethod
+    def _restart_claim(claim: Claim, state: QueueState) -> Claim:
+        return Claim(claim.run_id, claim.runner_id, claim.token, claim.lease_expires_at, state,
+                     state)
+
+    def _fail_settled(self, claim: Claim, code: str, message: str) -> None:
+        """Fail the run in its bundle too, so queue and bundle agree (best effort)."""
+        bundle = Bundle(self.paths.runs_dir, claim.run_id)
+        if bundle.exists():
+            try:
+                settle_bundle(BundleWriter(bundle, self.store, claim.token, fsync="node",
+                                           lock_timeout=SETTLE_LOCK_S),
+                              "run_failed", {"code": code, "message": safe_error_message(message)})
+            except PiWorkflowsError as exc:  # locked or corrupt: status shows queue/bundle
+                logger.warning("run {}: its bundle could not record the failure ({})",
+                               claim.run_id, exc.code)
+        self.store.fail(claim.run_id, claim.token, code, message)
 
     def _stop_hung(self) -> None:
         now, lease_now = self.monotonic(), self.clock()
@@ -326,12 +330,13 @@ class Host:
             self._kill_run(old, retire=True)
             self.retiring.append(old)
             # A worker that keeps hanging is a crash loop too, not a kill forever.
-            crashes = self._count_crash(claim.run_id)
-            if crashes >= self.settings.crash_limit:
-                self.crashes.pop(claim.run_id, None)
-                self.store.fail(claim.run_id, claim.token, "worker_crash_loop",
-                                f"the worker stopped renewing its lease {crashes} times within"
-                                f" {self.settings.crash_window_s:g} s; the run was stopped")
+            crashes = self.crashes.record(claim.run_id)
+            if self.crashes.spent(crashes):
+                self.crashes.forget(claim.run_id)
+                self._fail_settled(claim, "worker_crash_loop",
+                                   f"the worker stopped renewing its lease {crashes} times"
+                                   f" within {self.settings.crash_window_s:g} s; the run was"
+                                   " stopped")
                 logger.warning("run {} failed: its worker kept hanging", claim.run_id)
                 return
         try:
@@ -353,25 +358,8 @@ class Host:
     def _set_title(self) -> None:
         set_title(f"pi-workflows host {self.paths.project.name} workers={len(self.workers)}")
 
-    # ---- serving ---------------------------------------------------------
-
-    def _install_signals(self) -> None:
-        r, w = os.pipe()
-        os.set_blocking(r, False)
-        os.set_blocking(w, False)
-        self._signal_r = r
-        signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
-            signal.signal(sig, lambda *_: None)  # recorded by the wakeup fd; nothing else
-
-    def _wait(self, timeout: float) -> None:
-        fds: list[Any] = [fd for fd in (self._signal_r, self._listener) if fd is not None]
-        # The signal pipe is drained by the next pass, so peek without reading it.
-        readable, _, _ = select.select(fds, [], [], timeout)
-        if self._listener is not None and self._listener in readable:
-            self._listener.drain()
-
-    def _next_timeout(self) -> float:
+    def next_timeout(self) -> float:
+        """The longest the serving loop may wait before the next pass."""
         timeout = self.settings.poll_interval_s
         now = self.monotonic()
         for pending in self.pending.values():
@@ -379,35 +367,6 @@ class Host:
         if self.stopping:
             timeout = min(timeout, 0.1)
         return timeout
-
-    def serve(self, on_start: Callable[[StartupReport], None] | None = None) -> int:
-        self._install_signals()
-        report = self.start()
-        try:
-            self._listener = Listener(self.paths.state_dir)
-        except OSError as exc:
-            logger.warning("no wakeup socket ({}); polling every {} s", exc,
-                           self.settings.poll_interval_s)
-        self.lock.mark_ready()
-        if on_start is not None:
-            on_start(report)
-        try:
-            while True:
-                try:
-                    self.loop_once()
-                    self._store_failures = 0
-                except StoreTransientError as exc:
-                    delay = self._store_delay(self._store_failures)
-                    self._store_failures += 1
-                    logger.warning("store busy ({}); backing off {:.2f} s", exc, delay)
-                    time.sleep(delay)
-                    continue
-                if self.stopping and (not self.workers or self.quick):
-                    break
-                self._wait(self._next_timeout())
-        finally:
-            self.shutdown()
-        return 0
 
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
@@ -426,8 +385,6 @@ class Host:
             give_back(self.store, self.paths.runs_dir, claim)
         self.workers.clear()
         self.pending.clear()
-        if self._listener is not None:
-            self._listener.close()
         try:
             self.store.unregister_runner(self.runner_id)
         except PiWorkflowsError as exc:

@@ -15,7 +15,7 @@ from typing import Protocol
 import psutil
 
 from ..protocol.store import Claim
-from .reaper import find_orphans, find_run_processes, kill_processes
+from .reaper import find_orphans, find_run_processes, find_stale_writers, kill_processes
 from .workers import Proc, WorkerHandle, spawn_standby, spawn_worker
 
 
@@ -31,6 +31,9 @@ class OsLayer(Protocol):
 
     def orphans(self, runs_dir: Path, project_key: str,
                 live_runners: set[str]) -> list[psutil.Process]: ...
+
+    def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
+                      owner: str) -> list[psutil.Process]: ...
 
     def kill(self, procs: list[psutil.Process]) -> int: ...
 
@@ -53,6 +56,10 @@ class RealOs:
     def orphans(self, runs_dir: Path, project_key: str,
                 live_runners: set[str]) -> list[psutil.Process]:
         return find_orphans(runs_dir, project_key, live_runners)
+
+    def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
+                      owner: str) -> list[psutil.Process]:
+        return find_stale_writers(runs_dir, project_key, run_id, owner)
 
     def kill(self, procs: list[psutil.Process]) -> int:
         return kill_processes(procs)

@@ -59,6 +59,31 @@ def find_run_processes(project_key: str, runner_id: str,
     return found
 
 
+def find_stale_writers(runs_dir: Path, project_key: str, run_id: str,
+                       owner: str) -> list[psutil.Process]:
+    """Processes of ``run_id`` that belong to any runner but ``owner``, its claim holder.
+
+    Only the claim holder may write a run's bundle; another runner's worker
+    for it (a frozen terminal's, say) is stale by definition, and may still
+    hold the run's lock.
+    """
+    me = os.getpid()
+    found: dict[int, psutil.Process] = {}
+    for entry in Bundle(runs_dir, run_id).processes().get("processes", []):
+        pid, start = entry.get("pid"), entry.get("startTime")
+        if not isinstance(pid, int) or not isinstance(start, int | float) or pid == me:
+            continue
+        if entry.get("runnerId") != owner and is_same_process(pid, float(start)):
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    for proc in psutil.process_iter():
+        marker = _marker(proc, project_key)
+        if proc.pid != me and marker is not None and marker[1] == run_id \
+                and marker[0] != owner:
+            found[proc.pid] = proc
+    return list(found.values())
+
+
 def find_orphans(runs_dir: Path, project_key: str, live_runners: set[str]) -> list[psutil.Process]:
     """Processes of this project whose owning runner is not alive."""
     me = os.getpid()

@@ -282,9 +282,9 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         return WorkerExit.CLAIM_LOST
     except PiWorkflowsError as exc:
         # Expected trouble (a busy store for a whole lease, a locked bundle):
-        # one line, and the crash exit so the host restarts the run.
+        # one line, and an exit the host restarts the run after.
         sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
-        return WorkerExit.CRASHED
+        return WorkerExit.BUNDLE_LOCKED if exc.code == "bundle_locked" else WorkerExit.CRASHED
     finally:
         agent.close()  # Pi and its bash commands stop before the worker exits
         stop.set()

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -167,6 +168,7 @@ class Database:
     ) -> None:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
+        self._serial = threading.RLock()
         try:
             self._conn = self._open(synchronous)
         except sqlite3.Error as exc:
@@ -266,7 +268,16 @@ class Database:
 
     @contextlib.contextmanager
     def transaction(self, *, write: bool = True) -> Iterator[Tx]:
-        """``BEGIN IMMEDIATE`` (or deferred for reads) ... COMMIT, or ROLLBACK on error."""
+        """``BEGIN IMMEDIATE`` (or deferred for reads) ... COMMIT, or ROLLBACK on error.
+
+        One transaction at a time per connection: a worker's threads (the
+        engine, an agent's bridge and capture, warming Pi) share its store,
+        and interleaved BEGIN/COMMIT on one connection would break both.
+        """
+        with self._serial:
+            yield from self._transaction(write)
+
+    def _transaction(self, write: bool) -> Iterator[Tx]:
         conn = self._conn
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")

@@ -225,3 +225,31 @@ def test_odd_characters_in_the_path(tmp_path: Path, name: str) -> None:
         store.enqueue_detached("r1", SOURCE, {})
     with Store(path) as store:
         assert store.get("r1") is not None
+
+
+@pytest.mark.timeout(60)
+def test_threads_sharing_one_store_never_interleave_transactions(tmp_path: Path) -> None:
+    """A worker's threads (engine, agent bridge, capture) share one connection."""
+    import threading
+
+    from pi_workflows.protocol.store import RunSource
+
+    store = Store(tmp_path / "store.sqlite3")
+    source = RunSource("w", "/w.workflow.py", "ab" * 32, "sha256:x")
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(100):
+                store.enqueue_detached(f"t{n}-{i}", source, {})
+                store.get(f"t{n}-{i}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    store.close()
+    assert errors == [] and not any(t.is_alive() for t in threads)

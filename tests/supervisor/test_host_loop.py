@@ -68,6 +68,7 @@ class FakeOs:
         self.spawned: list[WorkerHandle] = []
         self.kills: list[list[Any]] = []
         self.leftovers: list[Any] = []  # what run_processes reports
+        self.stale: list[Any] = []  # what stale_writers reports
 
     def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
         handle = WorkerHandle(claim, FakeProc(self.exit_code), now)
@@ -83,6 +84,10 @@ class FakeOs:
 
     def orphans(self, runs_dir: Path, project_key: str, live: set[str]) -> list[Any]:
         return []
+
+    def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
+                      owner: str) -> list[Any]:
+        return list(self.stale)
 
     def kill(self, procs: list[Any]) -> int:
         self.kills.append(list(procs))
@@ -146,7 +151,7 @@ def test_crashes_outside_the_window_do_not_count(rig: Rig) -> None:
         host.clock.advance(1)  # type: ignore[attr-defined]
     row = host.store.get("r1")
     assert row is not None and row.state != "failed", row
-    assert len(fake_os.spawned) >= 4 and len(host.crashes["r1"]) == 1
+    assert len(fake_os.spawned) >= 4 and host.crashes.count("r1") == 1
 
 
 def test_restart_backoff_doubles_on_the_monotonic_clock(tmp_path: Path) -> None:
@@ -224,6 +229,25 @@ def test_a_worker_that_keeps_hanging_ends_as_a_crash_loop(rig: Rig) -> None:
     assert row is not None and (row.state, row.error_code) == ("failed", "worker_crash_loop")
     assert len(fake_os.spawned) == 3  # the first and two replacements, then no more
     assert "r1" not in host.workers
+
+
+def test_a_locked_bundle_kills_the_stale_holder_without_spending_the_crash_budget(
+        rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
+    fake_os.stale = ["frozen-old-worker"]
+    _enqueue(host.store, "r1")
+    for _ in range(8):
+        host.loop_once()
+    assert fake_os.kills.count(["frozen-old-worker"]) >= 5  # killed at each locked exit
+    row = host.store.get("r1")
+    assert row is not None and row.state != "failed"  # never a crash loop
+    assert "r1" not in host.crashes
+    fake_os.stale = []  # nobody to blame: now it is a crash like any other
+    for _ in range(6):
+        host.loop_once()
+    row = host.store.get("r1")
+    assert row is not None and row.error_code == "worker_crash_loop"
 
 
 def test_concurrency_is_a_ceiling(rig: Rig) -> None:
