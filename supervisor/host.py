@@ -216,8 +216,8 @@ class Host:
             return
         row = self.store.verify(run_id, claim.token)
         if code == WorkerExit.BOOT_ERROR:
-            self.store.fail(run_id, claim.token, "worker_boot_error",
-                            "the worker could not start; see the host log")
+            self._fail_settled(claim, "worker_boot_error",
+                               "the worker could not start; see the host log")
             return
         if code == WorkerExit.BUNDLE_LOCKED:
             stale = self.os.stale_writers(self.paths.runs_dir, self.project_key, run_id,
