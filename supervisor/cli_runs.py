@@ -240,7 +240,10 @@ def cancel_command(
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Cancel a run: at once if it is not running, else at its owner's next lease renewal."""
+    """Cancel a run: at once if it is not running, else at its next node boundary.
+
+    A node in progress is stopped at its worker's next lease renewal.
+    """
     settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
@@ -261,7 +264,7 @@ def cancel_command(
         emit_json({"runId": row.run_id, "state": row.state,
                    "cancelRequested": row.cancel_requested})
     elif row.state in CLAIMED:
-        typer.echo(f"{run}: cancellation requested; the run stops at its next lease renewal")
+        typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary")
     else:
         typer.echo(f"{run}: {row.state}")
 

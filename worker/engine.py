@@ -88,6 +88,8 @@ class Engine:
         self.monotonic = monotonic
         self.state: RunState = {}
         self.on_node: OnNode | None = None  # process titles
+        # Whether a cancel was requested (the store's flag), asked at every node boundary.
+        self.cancel_probe: Callable[[], bool] | None = None
         self._write_lock = threading.Lock()
 
     # ---- writing ------------------------------------------------------
@@ -207,6 +209,11 @@ class Engine:
                 continue
             if self.control.pause_requested:
                 self._pause()
+                continue
+            if self.cancel_probe is not None and self.cancel_probe():
+                # Asked for since the last renewal: it wins at this boundary at
+                # the latest, so no further node starts and nothing completes.
+                self.control.request_cancel()
                 continue
             node_id = self.state["currentNode"]
             if node_id is None:
