@@ -8,6 +8,7 @@ store. ``register(app)`` adds the commands. Never imports the worker.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ from .cli_options import (
 from .host import Host, StartupReport
 from .serve import HostServer
 from .session import run_attached, session_runner
+from .sync import host_running
 from .views import run_status, status_line
 from .watch import watch
 
@@ -114,11 +116,20 @@ def run_command(
     with open_store(settings, paths.store_file) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
                                      notify_session=owner)
-    poke(paths.state_dir)
+        wake_host(store, paths)
     if as_json:
         emit_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
     else:
         typer.echo(row.run_id)
+
+
+def wake_host(store: Store, paths: Paths) -> None:
+    """Poke the host; when none runs, say so on stderr: the run waits until one does."""
+    poke(paths.state_dir)
+    if not host_running(store):
+        with contextlib.suppress(OSError):
+            sys.stderr.write("pi-workflows: queued; no host is running for this project:"
+                             " start one with `pi-workflows host`\n")
 
 
 def _store(settings: Settings, paths: Paths) -> Store:
@@ -227,7 +238,7 @@ def answer_command(
     with _store(settings, paths) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
                                      parent_run_id=run, notify_session=owner)
-    poke(paths.state_dir)
+        wake_host(store, paths)
     if as_json:
         emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
                    "state": row.state})
@@ -308,7 +319,7 @@ def resume_command(
                 found = store.get(run)
                 emit_json(run_status(found, paths.runs_dir) if found else {"runId": run})
             raise typer.Exit(code)
-    poke(paths.state_dir)
+        wake_host(store, paths)
     if as_json:
         emit_json({"runId": run, "state": row.state, "forced": force})
     else:

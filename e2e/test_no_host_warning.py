@@ -1,0 +1,27 @@
+"""Queueing work with no host running says so (the run would wait silently otherwise)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .harness import Project
+
+FLOW = """
+from pi_workflows import define_workflow, compute
+
+workflow = define_workflow(start_at="a", nodes=[compute("a", lambda ctx: {"a": 1})])
+"""
+WARNING = "pi-workflows: queued; no host is running for this project"
+
+
+@pytest.mark.timeout(90)
+def test_run_detach_warns_without_a_host_and_not_with_one(project: Project) -> None:
+    project.write_workflow("flow", FLOW)
+    alone = project.cli("run", "flow", "--detach", "--json")
+    assert alone.stderr.startswith(WARNING) and alone.stderr.count("\n") == 1
+    assert json.loads(alone.stdout)["state"] == "queued"  # stdout stays machine-readable
+    project.start_host()
+    hosted = project.cli("run", "flow", "--detach")
+    assert WARNING not in hosted.stderr
