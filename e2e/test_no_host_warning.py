@@ -25,3 +25,19 @@ def test_run_detach_warns_without_a_host_and_not_with_one(project: Project) -> N
     project.start_host()
     hosted = project.cli("run", "flow", "--detach")
     assert WARNING not in hosted.stderr
+
+
+ASK = """
+from pi_workflows import define_workflow, checkpoint
+
+workflow = define_workflow(start_at="ask", nodes=[checkpoint("ask", summary="ship it?")])
+"""
+
+
+@pytest.mark.timeout(90)
+def test_status_without_a_run_lists_runs_waiting_for_an_answer(project: Project) -> None:
+    project.write_workflow("ask", ASK)
+    waiting = project.cli("run", "ask", check=False)
+    assert waiting.returncode == 3, waiting.stderr
+    out = project.cli("status").stdout
+    assert "waiting at ask" in out and "no unfinished runs" not in out

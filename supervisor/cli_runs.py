@@ -155,8 +155,8 @@ def status_command(
 ) -> None:
     """Show a run's state: from the queue (even before it has a bundle) and its bundle.
 
-    Without RUN: every unfinished run, or with --session that session's
-    reservation (or else its latest run).
+    Without RUN: every unfinished run and every run waiting for an answer, or
+    with --session that session's reservation (or else its latest run).
     """
     settings, paths = project_context(project)
     owner = session_id(session)
@@ -175,7 +175,10 @@ def status_command(
             else:
                 typer.echo(f"session {owner}: no runs" if found is None else status_line(found))
             return
+        # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
+        rows += store.waiting_runs()
+        rows.sort(key=lambda r: (r.created_at, r.run_id))
         infos = [run_status(r, paths.runs_dir) for r in rows]
     if as_json:
         emit_json({"runs": infos})
@@ -183,7 +186,7 @@ def status_command(
         for info in infos:
             typer.echo(status_line(info))
         if not infos:
-            typer.echo("no unfinished runs")
+            typer.echo("no unfinished runs and none waiting for an answer")
 
 
 def list_command(

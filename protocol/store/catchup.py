@@ -75,6 +75,13 @@ class CatchUpOps(StoreBase):
                 (session_id, head, pending, now))
         return CatchUp(session_id, since, head, first, [QueueRow.from_row(r) for r in rows])
 
+    def waiting_runs(self) -> list[QueueRow]:
+        """Runs that wait for an answer: done in the queue, waiting in the bundle, unanswered."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all(f"SELECT q.* FROM workflow_run_queue q WHERE {_WAITING}"
+                          " ORDER BY q.created_at, q.run_id")
+        return [QueueRow.from_row(r) for r in rows]
+
     def nothing_new(self, session_id: str) -> bool:
         """A read-only check: no feed event past the watermark, nothing pending.
 

@@ -119,3 +119,11 @@ def test_a_bad_session_id_is_refused(make_store: Callable[..., Store]) -> None:
     store = make_store()
     with pytest.raises(Exception, match="invalid session id"):
         store.begin_catch_up("../etc")
+
+
+def test_waiting_runs_are_the_unanswered_checkpoints(store: Store) -> None:
+    for run_id, status in (("w1", "waiting"), ("c1", "completed"), ("w2", "waiting")):
+        token = put_in_state(store, run_id, "running")
+        store.finish(run_id, token, status)
+    store.enqueue_detached("answer", SOURCE, "yes", parent_run_id="w2")
+    assert [r.run_id for r in store.waiting_runs()] == ["w1"]
