@@ -14,15 +14,11 @@ isolated agent dir from ``e2e.pi_env``). Imports ``e2e.harness``, ``e2e.pi_env``
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import select
 import signal
-import subprocess
-import sys
-import termios
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -39,6 +35,7 @@ from pi_workflows.protocol.wire import MARKER_ENV, parse_marker
 from .harness import HarnessError, Project, read_json, wait_for
 from .pi_env import PiEnv, make_pi_env, pi_binary
 from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call, message_text
+from .sessions_kit import on_pty
 
 # The attempt id in the step contract (and in a reminder): <node>-<step>-<hex>.
 ATTEMPT = re.compile(r"attempt ([A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*?-\d+-[0-9a-f]+)")
@@ -287,9 +284,6 @@ def host_lock(project: Project) -> dict[str, Any]:
 # ---- a terminal --------------------------------------------------------------------
 
 
-def cli_argv(project: Project, *args: str) -> list[str]:
-    return [sys.executable, "-m", "pi_workflows", *args, "--project", str(project.root)]
-
 
 class Terminal:
     """A CLI command on a real pty, as a person runs it in a terminal window.
@@ -300,15 +294,7 @@ class Terminal:
     """
 
     def __init__(self, project: Project, *args: str) -> None:
-        master, slave = os.openpty()
-
-        def take_terminal() -> None:  # in the child, after setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.proc = subprocess.Popen(cli_argv(project, *args), env=project.env, stdin=slave,
-                                     stdout=slave, stderr=slave, start_new_session=True,
-                                     preexec_fn=take_terminal)
-        os.close(slave)
+        self.proc, master = on_pty(project, *args)
         self._master: int | None = master
         self._out = bytearray()
         self._cond = threading.Condition()

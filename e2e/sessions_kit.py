@@ -151,20 +151,26 @@ class Children:
                 proc.wait(10)
 
 
+def on_pty(project: Project, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a CLI command with a new pty as its controlling terminal; (process, master fd)."""
+    master, slave = os.openpty()
+
+    def take_terminal() -> None:  # in the child, after setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen(cli_argv(project, *args), env=project.env, stdin=slave,
+                            stdout=slave, stderr=slave, start_new_session=True,
+                            preexec_fn=take_terminal)
+    os.close(slave)
+    return proc, master
+
+
 class Terminal:
     """A CLI command on a real pty, as a person runs it: its controlling terminal,
     so a typed Ctrl-C reaches it through the line discipline."""
 
     def __init__(self, project: Project, *args: str) -> None:
-        master, slave = os.openpty()
-
-        def take_terminal() -> None:  # in the child, after setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-        self.proc = subprocess.Popen(cli_argv(project, *args), env=project.env, stdin=slave,
-                                     stdout=slave, stderr=slave, start_new_session=True,
-                                     preexec_fn=take_terminal)
-        os.close(slave)
+        self.proc, master = on_pty(project, *args)
         self._master = master
         self.reader = LineReader(os.fdopen(master, "r", errors="replace"))
 

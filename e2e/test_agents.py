@@ -16,7 +16,6 @@ from .agents_kit import (
     Turn,
     all_text,
     captured,
-    cli_argv,
     of_type,
     pi_children,
     roles,
@@ -28,6 +27,7 @@ from .agents_kit import (
 )
 from .harness import Project, wait_for
 from .scripted_model import Reply, Stall, Text, ToolCalls, call
+from .sessions_kit import cli_argv
 
 PLAN = """
 from pi_workflows import define_workflow, agent, compute, edge
