@@ -73,7 +73,7 @@ from e2e.harness import HarnessError, Project, alive, clean_env, poll
 from e2e.pi_env import PiEnv, PiError, PiRpc, make_pi_env, pi_binary, pinned_pi_version
 from e2e.scripted_model import Request, ScriptedModel, Stall, Text, ToolCalls, call
 
-from .host_common import MB, finish_bench, load_average, pct, rss_uss, summary
+from .host_common import MB, comma_words, finish_bench, load_average, pct, rss_uss, summary
 
 # The step contract's submit line ({"action": "submit", "step": "S", "attempt": "A", ...)
 # or the executor's reminder ("... action `submit`, step `S`, attempt `A` ...").
@@ -600,9 +600,6 @@ def print_memory(r: dict[str, Any], bare_idle: int | None) -> None:
 
 
 
-def _words(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
-
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench agent", description=__doc__,
@@ -617,7 +614,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--gap", type=float, default=0.1,
                         help="seconds of quiet before each step in [3]")
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline of each wait (s)")
-    parser.add_argument("--skip", type=_words, default=[],
+    parser.add_argument("--skip", type=comma_words, default=[],
                         help="phases to skip: startup,cli,overhead,memory")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     return parser.parse_args(argv)

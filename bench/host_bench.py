@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from .host_boot import print_boot, worker_boot
-from .host_common import PROJECTS, finish_bench, load_average
+from .host_common import PROJECTS, comma_words, finish_bench, load_average
 from .host_latency import latency, print_latency
 from .host_recovery import print_memory, print_recovery, recovery
 from .host_throughput import print_throughput, throughput
@@ -56,9 +56,6 @@ from .host_throughput import print_throughput, throughput
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
-
-def _words(text: str) -> list[str]:
-    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -69,7 +66,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=10, help="compute nodes per run")
     parser.add_argument("--concurrency", type=_ints, default=[2, 4],
                         help="comma list of host concurrency levels (default 2,4)")
-    parser.add_argument("--fsync", type=_words, default=["node", "never"],
+    parser.add_argument("--fsync", type=comma_words, default=["node", "never"],
                         help="comma list of fsync policies for throughput (default node,never)")
     parser.add_argument("--compare-runs", type=int, default=30,
                         help="runs per throughput setting for the fsync policies after the"
@@ -78,7 +75,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--latency-runs", type=int, default=30)
     parser.add_argument("--recovery-runs", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline of each wait (s)")
-    parser.add_argument("--skip", type=_words, default=[],
+    parser.add_argument("--skip", type=comma_words, default=[],
                         help="phases to skip: boot,throughput,latency,recovery")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     return parser.parse_args(argv)

@@ -269,6 +269,11 @@ def is_cold(t: Timeline) -> bool:
     return t.standby is False
 
 
+def comma_words(text: str) -> list[str]:
+    """An option's comma-separated list."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 def load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
