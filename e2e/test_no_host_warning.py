@@ -41,3 +41,14 @@ def test_status_without_a_run_lists_runs_waiting_for_an_answer(project: Project)
     assert waiting.returncode == 3, waiting.stderr
     out = project.cli("status").stdout
     assert "waiting at ask" in out and "no unfinished runs" not in out
+
+
+@pytest.mark.timeout(90)
+def test_activate_json_reports_the_sessions_run(project: Project) -> None:
+    project.write_workflow("flow", FLOW)
+    project.cli("start", "flow", "--session", "s1")
+    out = project.cli("activate", "--session", "s1", "--json")
+    data = json.loads(out.stdout)  # no live lines mixed in
+    assert data["session"] == "s1" and data["run"]["runStatus"] == "completed"
+    none = json.loads(project.cli("activate", "--session", "s2", "--json").stdout)
+    assert none == {"session": "s2", "run": None}

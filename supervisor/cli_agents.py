@@ -65,6 +65,8 @@ def chat_command(
 
     Works once the run completed, failed, waits at a checkpoint or is parked;
     refused while it runs. Pi takes over this terminal.
+
+    Example: pi-workflows chat 20261201T083022Z-summarize-025acc92
     """
     settings, paths = project_context(project)
     session = _conversation(settings, paths, run, writing=True)
@@ -81,7 +83,10 @@ def export_command(
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Write RUN's agent conversation as an HTML page (Pi's own export)."""
+    """Write RUN's agent conversation as an HTML page (Pi's own export).
+
+    Example: pi-workflows export 20261201T083022Z-summarize-025acc92 --html run.html
+    """
     settings, paths = project_context(project)
     session = _conversation(settings, paths, run, writing=False)
     argv = [_pi(settings), "--export", str(session)]

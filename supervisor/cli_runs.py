@@ -298,6 +298,8 @@ def resume_command(
 
     With --here (or --session, as that session) the run continues in this
     terminal at once, shown live like `run`, with `run`'s exit codes.
+
+    Example: pi-workflows resume 20261201T083022Z-pipeline-025acc92 --here
     """
     settings, paths = project_context(project)
     owner = session_id(session)

@@ -31,6 +31,7 @@ from .cli_options import (
     project_context,
     session_id,
 )
+from .views import run_status
 
 FOLLOW_POLL_S = 0.2
 
@@ -58,6 +59,8 @@ def start_command(
     Every check runs first (workflow, input, store, the session's one active
     run); only then is the run reserved, and its final id printed. Nothing
     runs until `pi-workflows activate --session S`; a host never starts it.
+
+    Example: pi-workflows start review "fixed the login bug" --session editor-1
     """
     settings, paths = project_context(project)
     owner = _required(session, "start")
@@ -75,17 +78,26 @@ def start_command(
 def activate_command(
     session: SessionOpt = None,
     project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Start SESSION's queued run here and show it live, like `run` (the safe idle boundary).
 
     Recovers an interrupted launch of the session first. Exit codes as for
     `run`: 0 completed (or nothing to activate), 1 failed or cancelled, 3
-    waiting at a checkpoint, 4 parked.
+    waiting at a checkpoint, 4 parked. --json prints the session's run status
+    at the end instead of the live lines.
+
+    Example: pi-workflows activate --session editor-1
     """
     settings, paths = project_context(project)
     owner = _required(session, "activate")
     with open_store(settings, paths.store_file) as store:
-        code = activate(store, settings, paths, owner, echo=typer.echo)
+        code = activate(store, settings, paths, owner,
+                        echo=(lambda line: None) if as_json else typer.echo)
+        if as_json:
+            mine = store.session_run(owner)
+            emit_json({"session": owner,
+                       "run": None if mine is None else run_status(mine, paths.runs_dir)})
     raise typer.Exit(code)
 
 
@@ -101,6 +113,8 @@ def sync_command(
     Also delivers the session's notifications and follow-ups, each once. The
     first sync of a session shows its own runs and the project's parked and
     waiting ones. With --follow, new changes are shown as they happen.
+
+    Example: pi-workflows sync --session editor-1 --json
     """
     settings, paths = project_context(project)
     owner = _required(session, "sync")
