@@ -37,10 +37,6 @@ class Paths:
             "logDir": str(self.log_dir),
         }
 
-    @property
-    def wakeup_socket(self) -> Path:
-        return self.state_dir / "host.wakeup"
-
 
 def project_key(project: Path) -> str:
     """A short, stable directory name for a project: ``<slug>-<hash12>``."""
