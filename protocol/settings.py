@@ -68,7 +68,6 @@ class Settings(BaseSettings):
     # The host (docs/host.md).
     concurrency: int | None = Field(default=None, ge=1, le=256)
     drain_grace_s: float = Field(default=10.0, ge=0)
-    park_grace_s: float = Field(default=5.0, ge=0)
     crash_limit: int = Field(default=3, ge=1)
     crash_window_s: float = Field(default=600.0, gt=0)
     restart_backoff_s: float = Field(default=0.5, ge=0)

@@ -28,6 +28,9 @@ CONFIG_ENV = "PI_WORKFLOWS_WORKER_CONFIG"
 MARKER_ENV = "PI_WORKFLOWS_MARKER"
 # The run id a standby worker's marker carries until it is handed a claim.
 STANDBY_RUN = "standby"
+# A graceful stop gives a running effect the drain grace to finish; the worker then
+# needs a moment to record it and park before its runner kills it.
+PARK_MARGIN_S = 2.0
 
 
 class WorkerExit(IntEnum):

@@ -28,6 +28,7 @@ class WorkerConfig:
     busy_timeout_ms: int
     sqlite_synchronous: str
     fsync: str
+    # A graceful stop lets a running effect finish this long (the drain grace).
     park_grace_s: float
     log_level: str
     # Agent steps: extra `pi` arguments (the setting, then `host -- ARGS`),
@@ -43,7 +44,7 @@ class WorkerConfig:
         configured = tuple(shlex.split(settings.pi_args or ""))
         agent_dir = settings.pi_agent_dir
         return cls(paths, settings.lease_ms, settings.renew_ms, settings.busy_timeout_ms,
-                   settings.sqlite_synchronous, settings.fsync, settings.park_grace_s,
+                   settings.sqlite_synchronous, settings.fsync, settings.drain_grace_s,
                    settings.log_level, configured + tuple(pi_args), settings.pi_bin,
                    None if agent_dir is None else str(Path(agent_dir).expanduser()),
                    int(settings.agent_reminders))

@@ -32,7 +32,7 @@ from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
 from ..protocol.titles import set_title
-from ..protocol.wire import WorkerExit
+from ..protocol.wire import PARK_MARGIN_S, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
 from .crashes import CrashBudget
@@ -269,7 +269,7 @@ class Host:
             if handle.phase in (Phase.KILLED, Phase.RETIRING):
                 continue  # to be reaped
             if handle.phase == Phase.STOPPING:
-                grace = (self.settings.drain_grace_s if self.stopping
+                grace = (self.settings.drain_grace_s + PARK_MARGIN_S if self.stopping
                          else self.settings.hung_kill_after_s)
                 if now - handle.since >= grace or self.quick:
                     handle.kill(now)

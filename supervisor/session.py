@@ -28,7 +28,7 @@ from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, QueueState, exit_code
 from ..protocol.store import Claim, Store
 from ..protocol.wakeup import poke
-from ..protocol.wire import WorkerExit
+from ..protocol.wire import PARK_MARGIN_S, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
 from .oslayer import OsLayer, RealOs
@@ -111,7 +111,7 @@ class SessionRunner:
                 worker.terminate(now)
                 asked = now
             elif asked is not None and (len(self.stops) > 1
-                                        or now - asked > self.settings.drain_grace_s):
+                                        or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
                 worker.kill(now)
             time.sleep(POLL_S)
         return int(code)

@@ -12,7 +12,7 @@ from pi_workflows.protocol.workerconfig import WorkerConfig
 
 
 def test_worker_config_round_trips_every_field(tmp_path: Path) -> None:
-    settings = load_settings(lease_ms=1234, renew_ms=400, fsync="always", park_grace_s=2.5)
+    settings = load_settings(lease_ms=1234, renew_ms=400, fsync="always", drain_grace_s=2.5)
     config = WorkerConfig.from_settings(settings, resolve_paths(settings, tmp_path))
     assert WorkerConfig.from_json(config.to_json()) == config
     assert config.lease_ms == 1234 and config.fsync == "always"
