@@ -22,7 +22,7 @@ from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError, UsageError
-from .fence import ClaimVerifier, bundle_lock, fenced
+from .fence import CancelPending, ClaimVerifier, bundle_lock, fenced
 from .jsonenc import compact_json
 from .limits import validate_run_id
 from .paths import ensure_private_dir
@@ -185,9 +185,13 @@ class BundleWriter:
         self._lock: FileLock | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bundle dir
         self.lock_timeout = lock_timeout  # None: PI_WORKFLOWS_LOCK_TIMEOUT_S
+        # Events refused (``CancelPending``) once the fence's own claim check
+        # sees a cancel request: the engine's gate, so that a run asked to
+        # cancel never starts another node nor ends waiting or completed.
+        self.cancel_gate: frozenset[str] = frozenset()
 
     @contextlib.contextmanager
-    def _fence(self) -> Iterator[None]:
+    def _fence(self) -> Iterator[object]:
         """The run's fence, on the very directory this writer started with.
 
         A bundle moved or deleted under a running writer must not be made
@@ -199,9 +203,9 @@ class BundleWriter:
             if self._lock is None:
                 self._lock = bundle_lock(self.bundle.dir, self.lock_timeout)
             with fenced(self.store, self.bundle.dir, self.bundle.run_id, self.token,
-                        lock=self._lock):
+                        lock=self._lock) as verified:
                 self._check_identity()
-                yield
+                yield verified
         except (NotADirectoryError, IsADirectoryError) as exc:
             # A bundle path that is a file, a lock file that is a directory:
             # rerunning cannot mend that.
@@ -306,7 +310,9 @@ class BundleWriter:
                node_id: str | None = None, attempt_id: str | None = None) -> int:
         """One transition: fence, trace line, projection (with ``traceSeq``), manifest."""
         sync = self._sync(event_type)
-        with self._fence():
+        with self._fence() as verified:
+            if event_type in self.cancel_gate and getattr(verified, "cancel_requested", False):
+                raise CancelPending(f"run {self.bundle.run_id}: a cancel was requested")
             seq = self.seq + 1
             event: dict[str, Any] = {"seq": seq, "at": self.clock(), "type": event_type,
                                      "runId": self.bundle.run_id}

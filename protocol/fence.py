@@ -30,6 +30,12 @@ class BundleLocked(PiWorkflowsError):
     code = "bundle_locked"
 
 
+class CancelPending(PiWorkflowsError):
+    """A write that would go on with the run was refused: a cancel was requested."""
+
+    code = "cancel_pending"
+
+
 class ClaimVerifier(Protocol):
     def verify(self, run_id: str, token: str) -> object: ...
 
@@ -58,8 +64,11 @@ def bundle_lock(bundle_dir: Path, timeout: float | None = None) -> FileLock:
 
 @contextlib.contextmanager
 def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
-           *, timeout: float | None = None, lock: FileLock | None = None) -> Iterator[None]:
+           *, timeout: float | None = None, lock: FileLock | None = None) -> Iterator[object]:
     """Hold the run lock while the claim is verified and the caller writes.
+
+    Yields what the verifier returned (the store's row), so a writer can
+    look at the run's flags as of this very check.
 
     A writer that fences often passes its own ``lock`` (from ``bundle_lock``)
     so the lock object and the directory check are not rebuilt every time.
@@ -71,7 +80,6 @@ def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
         raise BundleLocked(f"the bundle of run {run_id} stayed locked by another writer;"
                            " is a stopped process holding it?") from None
     try:
-        store.verify(run_id, token)  # raises ClaimLost: nothing gets written
-        yield
+        yield store.verify(run_id, token)  # raises ClaimLost: nothing gets written
     finally:
         held.release()

@@ -150,6 +150,18 @@ def exit_code(queue_state: str, status: str | None) -> ExitCode | None:
     return ExitCode.RUN_FAILED
 
 
+def seen_status(queue_state: str, status: str | None, cancel_requested: bool) -> str | None:
+    """The run status a person is shown: a wait closed by ``cancel`` reads cancelled.
+
+    Cancelling a waiting run leaves the row ``done`` and the bundle
+    ``waiting`` (seed 002's transitions stay as they are); the row's cancel
+    flag is what closed the wait (``Store.close_wait``).
+    """
+    if queue_state == Q.DONE and status == S.WAITING and cancel_requested:
+        return S.CANCELLED
+    return status
+
+
 def display_state(queue_state: str, status: str | None) -> str:
     """One word (or ``queue/status`` when the two tell different things) for a person."""
     if status is None or status == queue_state or queue_state == Q.DONE:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from dataclasses import dataclass
 from enum import IntEnum
@@ -31,6 +32,9 @@ STANDBY_RUN = "standby"
 # A graceful stop gives a running effect the drain grace to finish; the worker then
 # needs a moment to record it and park before its runner kills it.
 PARK_MARGIN_S = 2.0
+# "Look at the store now" (``cancel`` sends it to the run's worker): the worker
+# renews at once and so learns of a cancel request without waiting a renewal.
+NUDGE_SIGNAL = signal.SIGUSR1
 
 
 class WorkerExit(IntEnum):

@@ -16,17 +16,17 @@ from typing import Annotated, Any
 
 import typer
 
-from ..protocol.bundle import bundle_exists
 from ..protocol.discovery import resolve_for
-from ..protocol.errors import ClaimLost, NotFound, UsageError
+from ..protocol.errors import ExitCode, NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
-from ..protocol.settle import cancel_parked, repin_source
-from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState
+from ..protocol.settle import repin_source
+from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState, RunStatus
 from ..protocol.store import QueueRow, Store, open_store
 from ..protocol.wakeup import poke
+from . import cancel
 from .activation import run_in_session
 from .cli_options import (
     InputFileOpt,
@@ -251,36 +251,46 @@ def answer_command(
 
 def cancel_command(
     run: Annotated[str, typer.Argument(help="The run to cancel.", show_default=False)],
+    no_wait: Annotated[bool, typer.Option(
+        "--no-wait", help="Return once the cancel is recorded; do not wait for a running"
+                          " run to stop.")] = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Cancel a run: at once if it is not running, else at its next node boundary.
+    """Cancel a run in any unfinished state, and wait (up to 15 s) until it has stopped.
 
-    A node in progress is stopped at its worker's next lease renewal.
+    A queued or parked run is cancelled at once; a running one stops within
+    about a second (the node in progress is stopped and no node starts after
+    it); a run waiting at a checkpoint has its wait closed, so it can no
+    longer be answered. A cancel is never dropped.
+
+    Example: pi-workflows cancel 20261201T101859Z-pay-4801f482
     """
     settings, paths = project_context(project)
     validate_run_id(run)
     with _store(settings, paths) as store:
         row = _existing(store, run)
-        if row.state == QueueState.RUNNING or (row.state == QueueState.STARTING
-                                               and bundle_exists(paths.runs_dir, run)):
-            # Its owner writes the terminal event, so the bundle agrees.
-            row = store.request_cancel(run)
-        elif row.state == QueueState.PARKED:
-            try:
-                row = cancel_parked(store, paths.runs_dir, run, fsync=settings.fsync)
-            except ClaimLost:
-                row = store.request_cancel(run)  # a runner resumed it meanwhile: ask its owner
-        else:
-            row = store.cancel(run)
-    poke(paths.state_dir)
+        was_waiting = row.state == QueueState.DONE
+        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
+        poke(paths.state_dir)
+        result = cancel.Cancelled(row, None)
+        if not no_wait:
+            result = cancel.settle_wait(store, paths.runs_dir, run)
+    row, status = result.row, result.status
+    stopped = row.state not in CLAIMED
     if as_json:
-        emit_json({"runId": row.run_id, "state": row.state,
-                   "cancelRequested": row.cancel_requested})
-    elif row.state in CLAIMED:
-        typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary")
+        emit_json({"runId": row.run_id, "state": row.state, "runStatus": status,
+                   "cancelRequested": row.cancel_requested, "stopped": stopped})
+        return
+    if not stopped:
+        typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary"
+                   + ("" if no_wait else " (still running; `pi-workflows watch` follows it)"))
+    elif status == RunStatus.CANCELLED or row.state == QueueState.CANCELLED:
+        typer.echo(f"{run}: cancelled" + (" while it waited" if was_waiting else ""))
     else:
-        typer.echo(f"{run}: {row.state}")
+        # The run came to rest before the cancel reached a node boundary.
+        typer.echo(f"{run}: {status or row.state} before the cancel took effect")
+        raise typer.Exit(ExitCode.RUN_FAILED)
 
 
 def resume_command(

@@ -25,7 +25,14 @@ from ..protocol.errors import ExitCode, PiWorkflowsError
 from ..protocol.launch import Prepared
 from ..protocol.liveness import host_name, process_start_time
 from ..protocol.settings import Paths, Settings, project_key
-from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, QueueState, exit_code
+from ..protocol.states import (
+    SETTLED_STATUSES,
+    TERMINAL,
+    UNOWNED,
+    QueueState,
+    exit_code,
+    seen_status,
+)
 from ..protocol.store import Claim, Store
 from ..protocol.wakeup import poke
 from ..protocol.wire import PARK_MARGIN_S, WorkerExit
@@ -110,8 +117,9 @@ class SessionRunner:
                           " at once")
                 worker.terminate(now)
                 asked = now
-            elif asked is not None and (len(self.stops) > 1
-                                        or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
+            elif asked is not None and (
+                    len(self.stops) > 1
+                    or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
                 worker.kill(now)
             time.sleep(POLL_S)
         return int(code)
@@ -121,7 +129,7 @@ class SessionRunner:
         if row is None:
             self.echo(f"run {run_id} is gone; see `pi-workflows list`")
             return ExitCode.PARKED
-        status = follower.status()
+        status = seen_status(row.state, follower.status(), row.cancel_requested)
         code = exit_code(row.state, status)
         if row.state == QueueState.QUEUED and row.origin_session is not None:
             # A session's reservation: no host starts it, its session does.

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
-from ..protocol.states import CLAIMED, QueueState, RunStatus, display_state
+from ..protocol.states import CLAIMED, QueueState, RunStatus, display_state, seen_status
 from ..protocol.store import QueueRow
 
 
@@ -32,9 +32,10 @@ def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
         data["bundleError"] = str(exc)
         return data
     error = state.get("error")
-    waiting = state.get("status") == RunStatus.WAITING
+    status = seen_status(row.state, state.get("status"), row.cancel_requested)
+    waiting = status == RunStatus.WAITING
     data.update({
-        "runStatus": state.get("status"), "currentNode": state.get("currentNode"),
+        "runStatus": status, "currentNode": state.get("currentNode"),
         "waitingOn": state.get("waitingNode") if waiting else None,
         "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
         "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,

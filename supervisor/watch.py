@@ -15,7 +15,14 @@ from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.errors import ExitCode
-from ..protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, Outcome, exit_code
+from ..protocol.states import (
+    SETTLED_STATUSES,
+    TERMINAL,
+    UNOWNED,
+    Outcome,
+    exit_code,
+    seen_status,
+)
 from ..protocol.store import QueueRow, Store
 
 
@@ -154,7 +161,10 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
         if row.state in TERMINAL:
             if status not in SETTLED_STATUSES:
                 echo(ended_without_bundle(row))
-            code = exit_code(row.state, status)
+            seen = seen_status(row.state, status, row.cancel_requested)
+            if seen != status:
+                echo("cancelled while it waited")
+            code = exit_code(row.state, seen)
             return ExitCode.RUN_FAILED if code is None else code
         if row.state in UNOWNED and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""

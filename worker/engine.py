@@ -29,6 +29,7 @@ from ..protocol.definition import (
     snapshot,
 )
 from ..protocol.errors import PiWorkflowsError
+from ..protocol.fence import CancelPending
 from ..protocol.limits import safe_error_message
 from ..protocol.routing import RoutingError, next_node, routes_failures
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
@@ -43,6 +44,8 @@ from .steps import run_step
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle.
 PARKED = QueueState.PARKED
+# What a requested cancel forbids: starting a node, and ending any way but cancelled.
+CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed"})
 
 
 class Notifier(Protocol):
@@ -88,8 +91,9 @@ class Engine:
         self.monotonic = monotonic
         self.state: RunState = {}
         self.on_node: OnNode | None = None  # process titles
-        # Whether a cancel was requested (the store's flag), asked at every node boundary.
-        self.cancel_probe: Callable[[], bool] | None = None
+        # The store's cancel flag is read by the fence of every write; these
+        # events are refused once it is set (the run is cancelled instead).
+        writer.cancel_gate = CANCEL_GATE
         self._write_lock = threading.Lock()
 
     # ---- writing ------------------------------------------------------
@@ -210,16 +214,16 @@ class Engine:
             if self.control.pause_requested:
                 self._pause()
                 continue
-            if self.cancel_probe is not None and self.cancel_probe():
+            node_id = self.state["currentNode"]
+            try:
+                if node_id is None:
+                    self._finish_pending()
+                else:
+                    self._step(node_id)
+            except CancelPending:
                 # Asked for since the last renewal: it wins at this boundary at
                 # the latest, so no further node starts and nothing completes.
                 self.control.request_cancel()
-                continue
-            node_id = self.state["currentNode"]
-            if node_id is None:
-                self._finish_pending()
-            else:
-                self._step(node_id)
 
     def _pause(self) -> None:
         self._transition("run_paused", {"at": self.state.get("currentNode")}, {"paused": True})

@@ -32,6 +32,7 @@ from ..protocol.titles import set_title
 from ..protocol.wire import (
     CONFIG_ENV,
     MARKER_ENV,
+    NUDGE_SIGNAL,
     STANDBY_RUN,
     TOKEN_ENV,
     Assignment,
@@ -59,8 +60,8 @@ def die_with_parent(sig: int = signal.SIGTERM) -> None:
     libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def _watch_signals(control: Control, read_fd: int) -> None:
-    """Turn recorded signals into park requests, outside the signal handler."""
+def _watch_signals(control: Control, nudge: threading.Event, read_fd: int) -> None:
+    """Turn recorded signals into requests, outside the signal handler."""
     while True:
         try:
             data = os.read(read_fd, 64)
@@ -68,16 +69,19 @@ def _watch_signals(control: Control, read_fd: int) -> None:
             continue
         if not data:
             return
-        control.request_park()
+        if any(signum != NUDGE_SIGNAL for signum in data):
+            control.request_park()
+        if NUDGE_SIGNAL in data:
+            nudge.set()
 
 
-def install_signals(control: Control) -> None:
+def install_signals(control: Control, nudge: threading.Event) -> None:
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, NUDGE_SIGNAL):
         signal.signal(sig, lambda *_: None)  # the wakeup fd records it; nothing else here
-    threading.Thread(target=_watch_signals, args=(control, read_fd), daemon=True,
+    threading.Thread(target=_watch_signals, args=(control, nudge, read_fd), daemon=True,
                      name="pi-workflows-signals").start()
 
 
@@ -94,8 +98,12 @@ def open_worker_store(cfg: WorkerConfig) -> Store:
                  synchronous=cfg.sqlite_synchronous)
 
 
+# A flood of nudges must not turn renewals into a busy loop on the store.
+MIN_NUDGE_INTERVAL_S = 0.05
+
+
 def _renew(settings: WorkerConfig, claim: Claim, control: Control,
-           lost: threading.Event, stop: threading.Event) -> None:
+           lost: threading.Event, stop: threading.Event, nudge: threading.Event) -> None:
     try:
         store = retry_store(lambda: open_worker_store(settings),
                             deadline_s=settings.lease_ms / 1000)
@@ -104,7 +112,12 @@ def _renew(settings: WorkerConfig, claim: Claim, control: Control,
         control.request_park()
         return
     try:
-        while not stop.wait(settings.renew_ms / 1000):
+        while True:
+            if nudge.wait(settings.renew_ms / 1000):
+                nudge.clear()
+                stop.wait(MIN_NUDGE_INTERVAL_S)
+            if stop.is_set():
+                return
             try:
                 renewal = retry_store(lambda: store.renew(claim.run_id, claim.token),
                                       deadline_s=max(0.5, (settings.lease_ms - settings.renew_ms)
@@ -175,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     set_title(f"pi-workflows worker {args.run or STANDBY_RUN} booting")
     die_with_parent()
     control = Control()
-    install_signals(control)
+    nudge = threading.Event()
+    install_signals(control, nudge)
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     if os.getppid() != parent:
         return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
@@ -212,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         store.verify(claim.run_id, token)
     except ClaimLost:
         return WorkerExit.CLAIM_LOST
-    return _execute(args, settings, paths, store, claim, control, parent)
+    return _execute(args, settings, paths, store, claim, control, parent, nudge)
 
 
 def pi_executor(settings: WorkerConfig, paths: Paths, store: Store,
@@ -258,11 +272,11 @@ class _LazyAgent:
 
 
 def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,
-             claim: Claim, control: Control, parent: int) -> int:
+             claim: Claim, control: Control, parent: int, nudge: threading.Event) -> int:
     stop = threading.Event()
     lost = threading.Event()
     threading.Thread(target=_watch_parent, args=(control, parent, stop), daemon=True).start()
-    threading.Thread(target=_renew, args=(settings, claim, control, lost, stop),
+    threading.Thread(target=_renew, args=(settings, claim, control, lost, stop, nudge),
                      daemon=True, name="pi-workflows-renew").start()
 
     def on_engine(engine: Engine) -> None:
@@ -288,6 +302,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
     finally:
         agent.close()  # Pi and its bash commands stop before the worker exits
         stop.set()
+        nudge.set()  # the renewal thread sees the stop now
     if lost.is_set() and result.outcome == PARKED:
         return WorkerExit.CLAIM_LOST
     return WorkerExit.PARKED if result.outcome == PARKED else WorkerExit.FINISHED

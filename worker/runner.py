@@ -173,11 +173,6 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
     engine = Engine(loaded.workflow, writer, store, project_dir=project_dir, control=control,
                     agent=agent, notifier=store, session_id=row.notify_session,
                     park_grace_s=park_grace_s)
-    def cancel_asked() -> bool:
-        current = store.get(claim.run_id)
-        return current is not None and current.cancel_requested
-
-    engine.cancel_probe = cancel_asked
     if engine_hook is not None:
         engine_hook(engine)
     if agent is not None and any(n.kind == "agent" for n in loaded.workflow.nodes.values()):

@@ -24,6 +24,7 @@ from ..states import (
     TERMINAL,
     QueueState,
     check_transition,
+    sql_list,
 )
 from .base import LAUNCH_FAILED, StoreBase, load_row, new_token
 from .db import ConstraintViolation, Tx
@@ -86,6 +87,11 @@ class QueueOps(StoreBase):
             check_transition(run_id, Q.QUEUED, Q.STARTING)  # born queued, claimed at once
         try:
             with self._db.transaction() as tx:
+                if parent_run_id is not None and tx.scalar(
+                        "SELECT cancel_requested FROM workflow_run_queue WHERE run_id = ?",
+                        (parent_run_id,)):
+                    raise ConflictError(f"run {parent_run_id} was cancelled while it waited;"
+                                        " it cannot be answered", code="wait_cancelled")
                 tx.execute(
                     "INSERT INTO workflow_run_queue(run_id, workflow, source_path, source_sha256,"
                     " definition_digest, private_input, state, origin_session, notify_session,"
@@ -255,6 +261,37 @@ class QueueOps(StoreBase):
                           (now, run_id, Q.PARKED)) != 1:
                 raise TransitionRefused(f"run {run_id} is not parked")
             self._event(tx, run_id, "unblocked", now, {})
+            return load_row(tx, run_id)
+
+    def close_wait(self, run_id: str) -> QueueRow:
+        """Cancel a run waiting at a checkpoint: its wait is closed for good.
+
+        Seed 002's transitions stay as they are, so the row stays ``done``
+        (the bundle keeps its ``waiting`` record); the cancel flag, set in
+        the same transaction that proves no continuation exists, closes the
+        wait: a later answer is refused (``wait_cancelled``) and views show
+        the run cancelled. Cancelling again is a no-op.
+        """
+        validate_run_id(run_id)
+        now = self._now()
+        with self._db.transaction() as tx:
+            row = load_row(tx, run_id)
+            if row.state != Q.DONE:
+                raise TransitionRefused(f"run {run_id} is {row.state}, not waiting")
+            if row.cancel_requested:
+                return row
+            child = tx.scalar(
+                "SELECT run_id FROM workflow_run_queue WHERE parent_run_id = ? AND state NOT IN "
+                + sql_list((Q.FAILED, Q.CANCELLED)) + " ORDER BY created_at LIMIT 1", (run_id,))
+            if child is not None:
+                raise TransitionRefused(f"run {run_id} was already answered: its continuation"
+                                        f" is {child} (cancel that run instead)")
+            if tx.execute("UPDATE workflow_run_queue SET cancel_requested = 1, error_code ="
+                          " 'cancelled', error_message = 'cancelled while waiting',"
+                          " updated_at = ? WHERE run_id = ? AND state = ? AND"
+                          " cancel_requested = 0", (now, run_id, Q.DONE)) != 1:
+                raise TransitionRefused(f"run {run_id} changed concurrently")
+            self._event(tx, run_id, Q.CANCELLED, now, {"from": Q.DONE, "waitCancelled": True})
             return load_row(tx, run_id)
 
     def request_cancel(self, run_id: str) -> QueueRow:
