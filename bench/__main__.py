@@ -15,6 +15,8 @@ BENCHES: dict[str, tuple[str, str]] = {
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
     "sync": ("bench.sync_bench",
              "session catch-up on a 10,000-run store, feed -> `sync --follow` line latency"),
+    "cancel": ("bench.cancel_bench",
+               "`cancel` -> run cancelled while a node runs (default renewal), p50 goal < 1 s"),
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
 }
