@@ -13,6 +13,7 @@ from pi_workflows.protocol.liveness import host_name, process_start_time
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 
+from .conftest import HOLD
 from .harness import Project, alive, wait_for
 
 FLOW = """
@@ -67,3 +68,51 @@ def test_a_frozen_lock_holder_of_a_void_claim_is_killed_and_the_run_completes(
         if holder.poll() is None:
             holder.kill()
         holder.wait()
+
+
+HOLD_THEN_B = HOLD + """
+from pi_workflows import define_workflow, compute, edge
+
+workflow = define_workflow(
+    start_at="a",
+    nodes=[compute("a", hold("a")), compute("b", lambda ctx: {"b": 2})],
+    edges=[edge("a", "b")],
+)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_stranger_holding_the_lock_parks_the_run_blocked_and_resume_finishes_it(
+        project: Project) -> None:
+    project.env["PI_WORKFLOWS_LOCK_TIMEOUT_S"] = "1"
+    project.write_workflow("flow", HOLD_THEN_B)
+    host = project.start_host()
+    run_id = project.detach("flow")
+    wait_for(lambda: project.lines("a.started"), what="the node to run")
+    project.stop_host(host)  # drained: parked, with a bundle
+    assert project.row(run_id).state == "parked"
+    # A process that is no pi-workflows process (no marker, no record) takes the lock.
+    lock = project.paths.runs_dir / run_id / ".bundle.lock"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock)], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        project.start_host()
+        wait_for(lambda: project.row(run_id).error_code == "bundle_locked", timeout=60,
+                 what="the run to be parked blocked", diag=lambda: project.diagnose([run_id]))
+        row = project.row(run_id)
+        assert row.state == "parked" and f"pid {holder.pid}" in (row.error_message or "")
+        assert project.state(run_id)["status"] == "running"  # queue and bundle agree: unsettled
+        status = project.cli("status", run_id).stdout
+        assert "bundle_locked" in status and f"pid {holder.pid}" in status
+        assert alive(holder.pid)  # a stranger is never killed
+        log = (project.root / "host.log").read_text()
+        assert "crashed" not in log
+    finally:
+        holder.kill()
+        holder.wait()
+    project.release()
+    project.cli("resume", run_id)
+    wait_for(lambda: project.row(run_id).state == "done", timeout=60, what="the run to finish",
+             diag=lambda: project.diagnose([run_id]))
+    assert project.state(run_id)["finalOutput"] == {"b": 2}

@@ -41,8 +41,12 @@ def after_exit(store: Store, os_layer: OsLayer, project_key: str, claim: Claim,
     return True
 
 
-def give_back(store: Store, runs_dir: Path, claim: Claim) -> None:
-    """Park the run (or requeue it if it has no bundle yet) so any runner can take it."""
+def give_back(store: Store, runs_dir: Path, claim: Claim, *, code: str | None = None,
+              message: str | None = None) -> None:
+    """Park the run (or requeue it if it has no bundle yet) so any runner can take it.
+
+    With ``code`` it is parked *blocked*: it waits for a person's `resume`.
+    """
     try:
         row = store.get(claim.run_id)
         if row is None or row.claim_token != claim.token:
@@ -52,6 +56,6 @@ def give_back(store: Store, runs_dir: Path, claim: Claim) -> None:
                 store.release_starting(claim.run_id, claim.token)
                 return
             store.mark_running(claim.run_id, claim.token)
-        store.park(claim.run_id, claim.token)
+        store.park(claim.run_id, claim.token, code=code, message=message)
     except PiWorkflowsError as exc:
         logger.warning("could not give back run {}: {}", claim.run_id, exc)

@@ -326,6 +326,10 @@ def resume_command(
                     " check the change, then resume with --force (or cancel the run)",
                     code="source_changed")
             row = repin_source(store, paths.runs_dir, run, fsync=settings.fsync)
+        elif row.error_code is not None:
+            # Parked blocked for a person (a bundle that stayed locked, a crash
+            # loop that could not be recorded): this is that person.
+            row = store.unblock(run)
         if here or owner is not None:
             echo = (lambda line: None) if as_json else typer.echo
             with session_runner(store, settings, paths, echo=echo) as runner:

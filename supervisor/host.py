@@ -24,6 +24,7 @@ from loguru import logger
 from ..protocol.bundle import Bundle, BundleWriter
 from ..protocol.clock import Clock, now_ms
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
+from ..protocol.fence import BundleLocked
 from ..protocol.limits import safe_error_message
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
 from ..protocol.retry import with_retries
@@ -37,6 +38,7 @@ from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
 from .crashes import CrashBudget
 from .hostlock import HostLock
+from .lockholders import Holder
 from .oslayer import OsLayer, RealOs
 from .standby import Standby
 from .workers import Phase, WorkerHandle
@@ -222,6 +224,11 @@ class Host:
         if code == WorkerExit.BUNDLE_LOCKED:
             stale = self.os.stale_writers(self.paths.runs_dir, self.project_key, run_id,
                                           self.runner_id)
+            holders = self.os.lock_holders(Bundle(self.paths.runs_dir, run_id).dir)
+            # Our own leftover for this run (its worker has exited) is stale too.
+            mine = {p.pid: p for p in self.os.run_processes(self.project_key, self.runner_id,
+                                                             run_id)}
+            stale += [mine[h.pid] for h in holders if h.pid in mine]
             if stale:
                 # Not this worker's crash: a void claim's writer held the lock.
                 self.os.kill(stale)
@@ -230,7 +237,13 @@ class Host:
                 self.pending[run_id] = Pending(self._restart_claim(claim, row.state),
                                                self.monotonic())
                 return
+            if Bundle(self.paths.runs_dir, run_id).exists():
+                # Held by something that is no worker of this run: not a crash,
+                # and not ours to kill. The run waits, parked, for a person.
+                self._park_locked(claim, holders)
+                return
         crashes = self.crashes.record(run_id)
+
         window = self.settings.crash_window_s
         if self.crashes.spent(crashes):
             self.crashes.forget(run_id)
@@ -245,20 +258,39 @@ class Host:
         logger.warning("worker for {} crashed (status {}); restart in {:.1f} s", run_id, code,
                        delay)
 
+    def _park_locked(self, claim: Claim, holders: list[Holder]) -> None:
+        run_id = claim.run_id
+        self.crashes.forget(run_id)
+        who = ", ".join(h.describe() for h in holders) or "a process it could not identify"
+        give_back(self.store, self.paths.runs_dir, claim, code="bundle_locked",
+                  message=f"its bundle stayed locked by {who}, which is not a worker of this"
+                          f" run; stop it, then `pi-workflows resume {run_id}`")
+        logger.warning("run {}: parked, its bundle is locked by {}", run_id, who)
+
     @staticmethod
     def _restart_claim(claim: Claim, state: QueueState) -> Claim:
         return Claim(claim.run_id, claim.runner_id, claim.token, claim.lease_expires_at, state,
                      state)
 
     def _fail_settled(self, claim: Claim, code: str, message: str) -> None:
-        """Fail the run in its bundle too, so queue and bundle agree (best effort)."""
+        """Fail the run in its bundle too, so queue and bundle agree.
+
+        A bundle that stays locked cannot record the failure: the queue is
+        then not made terminal either; the run is parked blocked with the
+        reason, for a person to `resume` or `cancel`.
+        """
         bundle = Bundle(self.paths.runs_dir, claim.run_id)
         if bundle.exists():
             try:
                 settle_bundle(BundleWriter(bundle, self.store, claim.token, fsync="node",
                                            lock_timeout=SETTLE_LOCK_S),
                               "run_failed", {"code": code, "message": safe_error_message(message)})
-            except PiWorkflowsError as exc:  # locked or corrupt: status shows queue/bundle
+            except BundleLocked:
+                give_back(self.store, self.paths.runs_dir, claim, code=code,
+                          message=f"{message}; its bundle stayed locked, so it was parked:"
+                                  f" `pi-workflows resume {claim.run_id}` retries it")
+                return
+            except PiWorkflowsError as exc:  # corrupt: status shows queue/bundle
                 logger.warning("run {}: its bundle could not record the failure ({})",
                                claim.run_id, exc.code)
         self.store.fail(claim.run_id, claim.token, code, message)

@@ -15,6 +15,7 @@ from typing import Protocol
 import psutil
 
 from ..protocol.store import Claim
+from .lockholders import Holder, bundle_lock_holders
 from .reaper import find_orphans, find_run_processes, find_stale_writers, kill_processes
 from .workers import Proc, WorkerHandle, spawn_standby, spawn_worker
 
@@ -34,6 +35,8 @@ class OsLayer(Protocol):
 
     def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
                       owner: str) -> list[psutil.Process]: ...
+
+    def lock_holders(self, bundle_dir: Path) -> list[Holder]: ...
 
     def kill(self, procs: list[psutil.Process]) -> int: ...
 
@@ -60,6 +63,9 @@ class RealOs:
     def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
                       owner: str) -> list[psutil.Process]:
         return find_stale_writers(runs_dir, project_key, run_id, owner)
+
+    def lock_holders(self, bundle_dir: Path) -> list[Holder]:
+        return bundle_lock_holders(bundle_dir)
 
     def kill(self, procs: list[psutil.Process]) -> int:
         return kill_processes(procs)

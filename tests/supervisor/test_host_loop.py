@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_workflows.protocol.fence import bundle_lock
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim, RunSource, Store
 from pi_workflows.protocol.wire import WorkerExit
 from pi_workflows.supervisor.host import Host
+from pi_workflows.supervisor.lockholders import Holder
 from pi_workflows.supervisor.workers import EDGES, Phase, PhaseError, WorkerHandle
 
 from ..conftest import FakeClock
@@ -69,6 +71,7 @@ class FakeOs:
         self.kills: list[list[Any]] = []
         self.leftovers: list[Any] = []  # what run_processes reports
         self.stale: list[Any] = []  # what stale_writers reports
+        self.holders: list[Holder] = []  # what lock_holders reports
 
     def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
         handle = WorkerHandle(claim, FakeProc(self.exit_code), now)
@@ -88,6 +91,9 @@ class FakeOs:
     def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
                       owner: str) -> list[Any]:
         return list(self.stale)
+
+    def lock_holders(self, bundle_dir: Path) -> list[Holder]:
+        return list(self.holders)
 
     def kill(self, procs: list[Any]) -> int:
         self.kills.append(list(procs))
@@ -243,11 +249,50 @@ def test_a_locked_bundle_kills_the_stale_holder_without_spending_the_crash_budge
     row = host.store.get("r1")
     assert row is not None and row.state != "failed"  # never a crash loop
     assert "r1" not in host.crashes
-    fake_os.stale = []  # nobody to blame: now it is a crash like any other
+    fake_os.stale = []  # nobody to blame and no bundle: a crash like any other
     for _ in range(6):
         host.loop_once()
     row = host.store.get("r1")
     assert row is not None and row.error_code == "worker_crash_loop"
+
+
+def _bundle_of(host: Host, run_id: str) -> Path:
+    bundle = host.paths.runs_dir / run_id
+    bundle.mkdir(parents=True)
+    (bundle / "state.json").write_text('{"status": "running"}')
+    return bundle
+
+
+def test_a_bundle_locked_by_a_stranger_parks_the_run_blocked_not_a_crash(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
+    fake_os.holders = [Holder(4242, "flock")]
+    _enqueue(host.store, "r1")
+    _bundle_of(host, "r1")
+    for _ in range(4):
+        host.loop_once()
+    row = host.store.get("r1")
+    assert row is not None and row.state == "parked" and row.error_code == "bundle_locked"
+    assert "pid 4242 (flock)" in (row.error_message or "")
+    assert "resume r1" in (row.error_message or "")
+    assert len(fake_os.spawned) == 1 and not any(fake_os.kills)  # waits for a person
+    assert "r1" not in host.crashes
+
+
+def test_a_crash_loop_whose_bundle_stays_locked_parks_instead_of_failing(rig: Rig) -> None:
+    host, _, _ = rig
+    _enqueue(host.store, "r1")
+    lock = bundle_lock(_bundle_of(host, "r1"), timeout=1)
+    lock.acquire()  # the bundle cannot record a failure
+    try:
+        for _ in range(6):
+            host.loop_once()
+    finally:
+        lock.release()
+    row = host.store.get("r1")
+    # Never failed in the queue while the bundle says running: both unsettled.
+    assert row is not None and row.state == "parked"
+    assert row.error_code == "worker_crash_loop" and "resume r1" in (row.error_message or "")
 
 
 def test_concurrency_is_a_ceiling(rig: Rig) -> None:
