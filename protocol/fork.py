@@ -13,13 +13,12 @@ are only read, never written. Imports protocol modules only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .artifacts import internalize
-from .bundle import Bundle, BundleWriter
+from .bundle import Bundle, BundleCorrupt, BundleWriter
 from .definition import snapshot
 from .discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from .errors import ClaimLost, UsageError
@@ -104,23 +103,52 @@ def failed_node(events: list[dict[str, Any]]) -> str | None:
     return open_node or failed
 
 
-def carry(events: list[dict[str, Any]], final: RunState, node: str,
-          get: Callable[[str], str]) -> Carried:
-    """The projection just before ``node``'s last attempt (or all of it, if it never ran).
-
-    The final projection holds each node's latest output; a node that ended
-    again at or after that point (a loop) gets back the output it had
-    before, from the trace (``get`` resolves its artifacts).
-    """
+def _cut(events: list[dict[str, Any]], node: str) -> tuple[int, int | None]:
+    """(index where ``node``'s last attempt began, the steps taken before it), or (len, None)."""
     starts = [i for i, e in enumerate(events)
               if e["type"] == "node_started" and e.get("nodeId") == node]
-    if starts:
-        step = events[starts[-1]]["payload"].get("step")
-        # A resumed attempt starts again with the same step: the cut is its first start.
-        cut = next(i for i in starts if events[i]["payload"].get("step") == step)
-        steps = max(int(step or 1) - 1, 0)
-    else:
-        cut, steps = len(events), int(final.get("steps", 0))
+    if not starts:
+        return len(events), None
+    step = events[starts[-1]]["payload"].get("step")
+    # A resumed attempt starts again with the same step: the cut is its first start.
+    cut = next(i for i in starts if events[i]["payload"].get("step") == step)
+    return cut, max(int(step or 1) - 1, 0)
+
+
+def history(runs_dir: Path, run_id: str, state: RunState, depth: int = 0) -> list[dict[str, Any]]:
+    """The node events that led to ``state``: the run's own trace after its ancestors'.
+
+    A continuation started from its parent's whole projection and a fork from
+    its original's up to the fork node's cut, so their traces alone would
+    not say when the carried nodes ran. Payloads come back with artifacts
+    resolved. An ancestor whose bundle is gone or unreadable ends the chain
+    there: what it carried then counts as having run before everything.
+    """
+    bundle = Bundle(runs_dir, run_id)
+    own = [internalize(e, bundle.artifacts.get) if e["type"] == "node_finished" else e
+           for e in bundle.events()]
+    parent, original = state.get("parentRunId"), state.get("forkedFrom")
+    if depth >= 100 or not (parent or original):
+        return own
+    try:
+        before_state = Bundle(runs_dir, str(parent or original)).state()
+        before = history(runs_dir, str(parent or original), before_state, depth + 1)
+    except (BundleCorrupt, OSError, ValueError):
+        return own
+    if not parent:
+        before = before[:_cut(before, str(state.get("forkNode")))[0]]
+    return before + own
+
+
+def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
+    """The projection just before ``node``'s last attempt (or all of it, if it never ran).
+
+    ``events`` is the run's ``history``. The final projection holds each
+    node's latest output; a node that ended again at or after that point (a
+    loop) gets back the output it had before, from the trace.
+    """
+    cut, before_steps = _cut(events, node)
+    steps = int(final.get("steps", 0)) if before_steps is None else before_steps
     redone = {e.get("nodeId") for e in events[cut:] if e["type"] in SETTLE_EVENTS}
     outputs = {k: v for k, v in (final.get("outputs") or {}).items() if k not in redone}
     results = {k: v for k, v in (final.get("results") or {}).items() if k not in redone}
@@ -131,7 +159,7 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str,
         last = event.get("nodeId")
         if last not in redone or last is None:
             continue
-        payload = internalize(event["payload"], get)
+        payload = event["payload"]
         results[last] = payload.get("result")
         if event["type"] == "node_finished":
             outputs[last] = payload.get("output")
@@ -206,14 +234,14 @@ def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
     manifest = bundle.manifest()
     loaded = _load(row, manifest)
     mismatch = _mismatch(manifest, loaded)
-    events = bundle.events()
+    events = history(runs_dir, row.run_id, final)
     node = _choose(row, final, events, loaded, from_node)
     if mismatch is not None and not force:
         raise UsageError(f"the workflow file {loaded.source.path} changed since run"
                          f" {row.run_id} started; check the change, then fork with --force"
                          " to run the fork on it (the change is recorded in the fork's trace)",
                          code="source_changed")
-    carried = carry(events, final, node, bundle.artifacts.get)
+    carried = carry(events, final, node)
     return ForkPlan(new_run_id(loaded.name), row.run_id, node, loaded, final.get("input"),
                     carried, mismatch)
 

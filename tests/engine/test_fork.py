@@ -206,12 +206,52 @@ def test_a_loop_carries_the_state_before_the_nodes_last_attempt() -> None:
     final: Any = {"outputs": {"a": "a1", "b": "b2", "c": "c1"}, "steps": 5,
                   "results": {"a": {"outcome": "ok"}, "b": {"outcome": "ok"},
                               "c": {"outcome": "failed"}}}
-    at_c = carry(events, final, "c", lambda ref: "")
+    at_c = carry(events, final, "c")
     assert (at_c.outputs, at_c.steps, at_c.last_node) == ({"a": "a1", "b": "b2", "c": "c1"}, 4,
                                                           "b")
     assert at_c.results["c"] == {"outcome": "ok"}  # its first attempt's, not the failure
-    at_b = carry(events, final, "b", lambda ref: "")
+    at_b = carry(events, final, "b")
     assert (at_b.outputs, at_b.steps, at_b.last_node) == ({"a": "a1", "b": "b1", "c": "c1"}, 3,
                                                           "c")
-    never = carry(events, final, "d", lambda ref: "")  # a node the run never reached
+    never = carry(events, final, "d")  # a node the run never reached
     assert (never.outputs, never.steps) == (final["outputs"], 5)
+
+
+CHAIN = """
+def build(ctx):
+    if (ctx.project_dir / "broken").exists():
+        raise RuntimeError("the build is broken")
+    return {"built": [ctx.outputs["draft"], ctx.outputs["approve"]]}
+
+workflow = define_workflow(
+    start_at="draft",
+    nodes=[
+        compute("draft", lambda ctx: {"plan": "p" * 5000}),
+        checkpoint("approve"),
+        compute("build", build),
+    ],
+    edges=[edge("draft", "approve"), edge("approve", "build")],
+)
+"""
+
+
+def test_a_chain_carries_by_its_whole_history(h: Harness) -> None:
+    """Nodes that ran in a continuation's parent, or before a fork's node, count as earlier."""
+    h.write("chain", CHAIN)
+    (h.project / "broken").write_text("yes\n")
+    parent = h.launch("chain")
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "ok")
+    assert h.execute(child).outcome == "failed"
+    plan = {"plan": "p" * 5000}
+
+    from_draft = h.state(_fork(h, child, "draft"))  # draft ran in the parent only
+    assert (from_draft["outputs"], from_draft["steps"]) == ({}, 0)
+    first = _fork(h, child)  # build, still broken
+    assert h.state(first)["outputs"] == {"draft": plan, "approve": "ok"}
+    assert h.execute(first).outcome == "failed"
+    again = _fork(h, first, "approve")  # a fork of a fork: history through both
+    state = h.state(again)
+    assert (state["outputs"], state["steps"], state["forkedFrom"]) == ({"draft": plan}, 1, first)
+    assert h.execute(again).outcome == "waiting"  # a fork from a checkpoint waits there again
+    assert h.state(again)["waitingNode"] == "approve"
