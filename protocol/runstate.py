@@ -45,6 +45,8 @@ class RunState(TypedDict, total=False):
     parentRunId: str | None
     answeredNode: str | None
     answer: Any
+    forkedFrom: str | None  # a fork (``pi-workflows fork``): the run and node it started from
+    forkNode: str | None
     traceSeq: int
     updatedAt: int
 

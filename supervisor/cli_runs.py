@@ -164,7 +164,8 @@ def status_command(
         validate_run_id(run)
     with _store(settings, paths) as store:
         if run is not None:
-            info = run_status(_existing(store, run), paths.runs_dir)
+            info = run_status(_existing(store, run), paths.runs_dir,
+                              store.forks_of([run]).get(run))
             emit_json(info) if as_json else typer.echo(status_line(info))
             return
         if owner is not None:
@@ -179,7 +180,8 @@ def status_command(
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         rows += store.waiting_runs()
         rows.sort(key=lambda r: (r.created_at, r.run_id))
-        infos = [run_status(r, paths.runs_dir) for r in rows]
+        forks = store.forks_of([r.run_id for r in rows])
+        infos = [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]
     if as_json:
         emit_json({"runs": infos})
     else:
@@ -203,7 +205,9 @@ def list_command(
         infos: list[dict[str, Any]] = []
     else:
         with open_store(settings, paths.store_file) as store:
-            infos = [run_status(r, paths.runs_dir) for r in store.list_runs(state)]
+            rows = store.list_runs(state)
+            forks = store.forks_of([r.run_id for r in rows])
+            infos = [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]
     if as_json:
         emit_json({"runs": infos})
         return

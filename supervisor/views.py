@@ -14,7 +14,9 @@ from ..protocol.states import CLAIMED, QueueState, RunStatus, display_state, see
 from ..protocol.store import QueueRow
 
 
-def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
+def run_status(row: QueueRow, runs_dir: Path,
+               forks: list[str] | None = None) -> dict[str, Any]:
+    """``forks``: the runs forked from this one (``Store.forks_of``), oldest first."""
     data: dict[str, Any] = {
         "runId": row.run_id, "workflow": row.workflow, "queueState": row.state,
         "runStatus": None, "currentNode": None, "waitingOn": None, "steps": None,
@@ -22,6 +24,7 @@ def run_status(row: QueueRow, runs_dir: Path) -> dict[str, Any]:
         "parentRunId": row.parent_run_id, "runnerId": row.runner_id,
         "createdAt": row.created_at, "updatedAt": row.updated_at,
         "cancelRequested": row.cancel_requested,
+        "forkedFrom": row.forked_from, "forkNode": row.fork_node, "forks": list(forks or []),
     }
     bundle = Bundle(runs_dir, row.run_id)
     if not bundle.exists():
@@ -56,4 +59,13 @@ def status_line(info: dict[str, Any]) -> str:
         where = f" at {info['currentNode']}"
     err = (f" [{info['errorCode']}] {info['error'] or ''}".rstrip()
            if info.get("errorCode") else "")
-    return f"{info['runId']}  {info['workflow']}  {state}{where}{err}"
+    return f"{info['runId']}  {info['workflow']}  {state}{where}{err}{_fork_links(info)}"
+
+
+def _fork_links(info: dict[str, Any]) -> str:
+    text = ""
+    if info.get("forkedFrom"):
+        text += f" (fork of {info['forkedFrom']} from {info.get('forkNode')})"
+    if info.get("forks"):
+        text += f" (forked as {', '.join(info['forks'])})"
+    return text

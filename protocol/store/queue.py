@@ -65,10 +65,14 @@ class QueueOps(StoreBase):
         runner_affinity: str | None,
         claim_runner: str | None,
         notify_session: str | None = None,
+        fork: tuple[str, str] | None = None,
     ) -> tuple[QueueRow, Claim | None]:
         validate_run_id(run_id)
         if parent_run_id is not None:
             validate_run_id(parent_run_id)
+        if fork is not None:
+            validate_run_id(fork[0])
+            validate_key(fork[1], "node id")
         for value in (origin_session, notify_session):
             if value is not None:
                 validate_session_id(value)
@@ -78,7 +82,8 @@ class QueueOps(StoreBase):
         # A session's run reports to it unless the caller names another session.
         notify_session = notify_session or origin_session
         validate_key(source.workflow, "workflow name")
-        encoded = encode_private_input(private_input)
+        # A fork's bundle exists before its row and holds its input already.
+        encoded = None if fork is not None else encode_private_input(private_input)
         now = self._now()
         token = new_token() if claim_runner else None
         lease = now + self.lease_ms if claim_runner else None
@@ -96,15 +101,17 @@ class QueueOps(StoreBase):
                     "INSERT INTO workflow_run_queue(run_id, workflow, source_path, source_sha256,"
                     " definition_digest, private_input, state, origin_session, notify_session,"
                     " runner_affinity, runner_id, claim_token, lease_expires_at, parent_run_id,"
-                    " created_at, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    " forked_from, fork_node, created_at, updated_at)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, source.workflow, source.source_path, source.source_sha256,
                      source.definition_digest, encoded, state, origin_session, notify_session,
                      runner_affinity or claim_runner, claim_runner, token, lease, parent_run_id,
-                     now, now),
+                     *(fork or (None, None)), now, now),
                 )
                 self._event(tx, run_id, Q.QUEUED, now, {
                     "workflow": source.workflow, "originSession": origin_session,
                     "notifySession": notify_session, "parentRunId": parent_run_id,
+                    **({"forkedFrom": fork[0], "forkNode": fork[1]} if fork else {}),
                 })
                 if claim_runner:
                     self._event(tx, run_id, Q.STARTING, now, {"runnerId": claim_runner,
@@ -127,15 +134,17 @@ class QueueOps(StoreBase):
     def enqueue_detached(self, run_id: str, source: RunSource, private_input: Any, *,
                          parent_run_id: str | None = None,
                          runner_affinity: str | None = None,
-                         notify_session: str | None = None) -> QueueRow:
+                         notify_session: str | None = None,
+                         fork: tuple[str, str] | None = None) -> QueueRow:
         """A run for any runner (the host): ``queued`` with no origin session.
 
         ``notify_session`` (``answer --session``) receives its notifications
-        without owning it.
+        without owning it. ``fork`` is ``(original run, node)`` for a fork,
+        whose bundle (with its input) the caller laid out already.
         """
         return self._insert(run_id, source, private_input, origin_session=None,
                             parent_run_id=parent_run_id, runner_affinity=runner_affinity,
-                            claim_runner=None, notify_session=notify_session)[0]
+                            claim_runner=None, notify_session=notify_session, fork=fork)[0]
 
     def insert_and_claim(self, run_id: str, source: RunSource, private_input: Any,
                          runner_id: str, *, origin_session: str | None = None,

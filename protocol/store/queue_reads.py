@@ -31,6 +31,19 @@ class QueueReads(StoreBase):
                               " ORDER BY created_at, run_id LIMIT ?", (state, limit))
         return [QueueRow.from_row(r) for r in rows]
 
+    def forks_of(self, run_ids: list[str]) -> dict[str, list[str]]:
+        """Each run's forks (``pi-workflows fork``), oldest first; runs without any are absent."""
+        found: dict[str, list[str]] = {}
+        with self._db.transaction(write=False) as tx:
+            for start in range(0, len(run_ids), 500):  # SQLite's bound-parameter limit
+                chunk = run_ids[start:start + 500]
+                rows = tx.all("SELECT run_id, forked_from FROM workflow_run_queue WHERE"
+                              f" forked_from IN ({','.join('?' * len(chunk))})"
+                              " ORDER BY created_at, run_id", chunk)
+                for row in rows:
+                    found.setdefault(str(row["forked_from"]), []).append(str(row["run_id"]))
+        return found
+
     def session_run(self, session: str) -> QueueRow | None:
         """The session's reservation, else the latest run it started or is told about."""
         found = self.find_session_reservation(session)

@@ -37,6 +37,8 @@ class QueueRow:
     claim_token: str | None
     lease_expires_at: int | None
     parent_run_id: str | None
+    forked_from: str | None
+    fork_node: str | None
     cancel_requested: bool
     error_code: str | None
     error_message: str | None
@@ -65,6 +67,8 @@ class QueueRow:
             "runnerId": self.runner_id,
             "leaseExpiresAt": self.lease_expires_at,
             "parentRunId": self.parent_run_id,
+            "forkedFrom": self.forked_from,
+            "forkNode": self.fork_node,
             "cancelRequested": self.cancel_requested,
             "errorCode": self.error_code,
             "error": self.error_message,

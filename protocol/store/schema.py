@@ -30,6 +30,8 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     claim_token TEXT,
     lease_expires_at INTEGER,
     parent_run_id TEXT,
+    forked_from TEXT,
+    fork_node TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     error_code TEXT,
     error_message TEXT,
@@ -39,7 +41,8 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     finished_at INTEGER,
     CHECK ((claim_token IS NOT NULL) = (state IN ('starting', 'running'))),
     CHECK ((runner_id IS NOT NULL) = (claim_token IS NOT NULL)),
-    CHECK ((lease_expires_at IS NOT NULL) = (claim_token IS NOT NULL))
+    CHECK ((lease_expires_at IS NOT NULL) = (claim_token IS NOT NULL)),
+    CHECK ((forked_from IS NOT NULL) = (fork_node IS NOT NULL))
 )""",
     # One active reservation per origin session (seed 002).
     """CREATE UNIQUE INDEX workflow_run_queue_session_reservation
@@ -49,6 +52,9 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     """CREATE UNIQUE INDEX workflow_run_queue_one_continuation
     ON workflow_run_queue(parent_run_id)
     WHERE parent_run_id IS NOT NULL AND state NOT IN ('failed', 'cancelled')""",
+    # A run's forks (`pi-workflows fork`): the original's side of the link.
+    """CREATE INDEX workflow_run_queue_by_fork ON workflow_run_queue(forked_from)
+    WHERE forked_from IS NOT NULL""",
     """CREATE INDEX workflow_run_queue_by_state ON workflow_run_queue(state, created_at)""",
     """CREATE INDEX workflow_run_queue_by_runner ON workflow_run_queue(runner_id)
     WHERE runner_id IS NOT NULL""",

@@ -127,6 +127,13 @@ FOREIGN: dict[str, Callable[[Path], None]] = {
         "INSERT INTO notes(body) VALUES ('keep me')"]),
     "column_missing": lambda p: _sqlite_file(p, _v1_with(
         lambda s: s.replace("    cancel_requested INTEGER NOT NULL DEFAULT 0,\n", ""))),
+    # A store made before `fork` (no fork columns, check or index): refused like any
+    # earlier alpha layout (docs/store.md).
+    "before_forks": lambda p: _sqlite_file(p, [
+        s for s in _v1_with(lambda s: s.replace("    forked_from TEXT,\n    fork_node TEXT,\n", "")
+                            .replace(",\n    CHECK ((forked_from IS NOT NULL) = (fork_node IS NOT"
+                                     " NULL))", ""))
+        if "workflow_run_queue_by_fork" not in s]),
     "other_schema_id": lambda p: _sqlite_file(p, _v1_with(
         lambda s: s, "pi-workflows.store.v0")),
     "no_schema_id": lambda p: _sqlite_file(p, _v1_with(lambda s: s, None)),
