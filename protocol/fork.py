@@ -25,7 +25,7 @@ from .errors import ClaimLost, UsageError
 from .launch import run_source
 from .runid import new_run_id
 from .runstate import RunState, new_state
-from .states import SETTLED_STATUSES, TERMINAL, QueueState, RunStatus
+from .states import SETTLED_STATUSES, TERMINAL, QueueState, RunStatus, seen_status
 from .store import QueueRow, Store
 
 SETTLE_EVENTS = frozenset({"node_finished", "node_failed"})
@@ -171,7 +171,8 @@ def _settled(row: QueueRow, final: RunState) -> None:
     if row.state not in TERMINAL:
         raise UsageError(f"run {run_id} is {row.state}; only a run that has ended can be"
                          " forked: wait for it, or cancel it first", code="not_settled")
-    if final.get("status") == RunStatus.WAITING:
+    # A wait closed by `cancel` is over: such a run is forked like a cancelled one.
+    if seen_status(row.state, final.get("status"), row.cancel_requested) == RunStatus.WAITING:
         raise UsageError(f"run {run_id} waits at checkpoint {final.get('waitingNode')!r}; a"
                          f" waiting run is answered (`pi-workflows answer {run_id} ...`), not"
                          " forked", code="run_waiting")

@@ -137,6 +137,8 @@ def test_unknown_node_unsettled_and_waiting_runs_are_refused_and_nothing_is_writ
             _fork(h, run_id, node)
         assert info.value.code == code and text in info.value.message, info.value.message
     assert _nothing_written(h, before)
+    h.store.close_wait(waiting)  # `cancel` of the waiting run: now it is over
+    assert h.state(_fork(h, waiting, "ask"))["currentNode"] == "ask"
 
 
 def test_a_changed_workflow_file_needs_force_and_is_recorded(h: Harness) -> None:
