@@ -315,16 +315,33 @@ def discover(
     local = Path(project_workflows_dir).expanduser() if project_workflows_dir else PROJECT_SUBDIR
     local = local if local.is_absolute() else project / local
     shared = Path(global_dir or "~/.pi/agent/workflows").expanduser().absolute()
-    entries: list[CatalogEntry] = []
+    entries = [_entry(f.path, f.scope, f.shadowed) for f in catalog_files(local, shared)]
+    return Catalog(str(local), str(shared), tuple(entries))
+
+
+@dataclass(frozen=True)
+class CatalogFile:
+    """A ``*.workflow.py`` file discovery would load, before it is imported."""
+
+    name: str
+    path: Path
+    scope: Scope
+    shadowed: bool
+
+
+def catalog_files(local: Path, shared: Path) -> list[CatalogFile]:
+    """The files of both directories, by name, a project file before a global one."""
+    files: list[CatalogFile] = []
     seen: set[str] = set()
     for path in _scan(local):
-        entries.append(_entry(path, "project", False))
+        files.append(CatalogFile(workflow_name_for(path), path, "project", False))
         seen.add(workflow_name_for(path))
     if os.path.realpath(shared) != os.path.realpath(local):
         for path in _scan(shared):
-            entries.append(_entry(path, "global", workflow_name_for(path) in seen))
-    entries.sort(key=lambda e: (e.name, e.scope != "project"))
-    return Catalog(str(local), str(shared), tuple(entries))
+            name = workflow_name_for(path)
+            files.append(CatalogFile(name, path, "global", name in seen))
+    files.sort(key=lambda f: (f.name, f.scope != "project"))
+    return files
 
 
 def workflow_dirs(settings: Settings, project_dir: Path | str) -> tuple[Path, Path]:

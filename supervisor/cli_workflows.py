@@ -10,19 +10,15 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ..protocol.discovery import (
-    Catalog,
-    CatalogEntry,
-    WorkflowLoadError,
-    discover_for,
-    load_workflow_file,
-)
+from ..protocol.discovery import catalog_files, workflow_dirs
 from ..protocol.errors import ExitCode
+from ..protocol.settings import Settings
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
+from .isolated import load_summary
 
 _FileArg = Annotated[Path, typer.Argument(help="The workflow file to check.",
                                           show_default=False)]
@@ -36,67 +32,81 @@ def _short(digest: str) -> str:
     return digest.split(":", 1)[-1][:12]
 
 
-def _print_catalog(catalog: Catalog) -> None:
-    good = [e for e in catalog.entries if e.loaded is not None]
-    bad = [e for e in catalog.entries if e.loaded is None]
-    if not catalog.entries:
-        typer.echo(f"no workflows (looked in {catalog.project_dir} and {catalog.global_dir})")
+def _listing(settings: Settings, project: Path) -> dict[str, Any]:
+    """The ``workflows --json`` shape, each file imported in a child of its own."""
+    local, shared = workflow_dirs(settings, project)
+    ok: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
+    for f in catalog_files(local, shared):
+        entry: dict[str, Any] = {"name": f.name, "path": str(f.path), "scope": f.scope,
+                                 "shadowed": f.shadowed}
+        summary = load_summary(str(f.path))
+        if summary["ok"]:
+            ok.append({**entry, "digest": summary["digest"],
+                       "sourceSha256": summary["sourceSha256"],
+                       "description": summary["description"]})
+        else:
+            if _debug() and summary.get("traceback"):
+                sys.stderr.write(f"{f.path}:\n{summary['traceback']}")
+            bad.append({**entry, "error": summary["error"], "problems": summary["problems"]})
+    return {"projectDir": str(local), "globalDir": str(shared), "workflows": ok, "errors": bad}
+
+
+def _print_catalog(listing: dict[str, Any]) -> None:
+    good, bad = listing["workflows"], listing["errors"]
+    if not good and not bad:
+        typer.echo(f"no workflows (looked in {listing['projectDir']} and"
+                   f" {listing['globalDir']})")
         return
     if good:
-        width = max(len(e.name) for e in good)
+        width = max(len(e["name"]) for e in good)
         for entry in good:
-            assert entry.loaded is not None
-            flag = " (shadowed)" if entry.shadowed else ""
-            typer.echo(f"{entry.name:<{width}}  {entry.scope:<7}  {_short(entry.loaded.digest)}"
-                       f"  {entry.path}{flag}")
-            description = entry.loaded.workflow.description.strip()
+            flag = " (shadowed)" if entry["shadowed"] else ""
+            typer.echo(f"{entry['name']:<{width}}  {entry['scope']:<7}"
+                       f"  {_short(entry['digest'])}  {entry['path']}{flag}")
+            description = (entry["description"] or "").strip()
             if description:
                 typer.echo(f"{'':<{width}}  {description.splitlines()[0]}")
     for entry in bad:
-        _print_error(entry)
-
-
-def _print_error(entry: CatalogEntry) -> None:
-    assert entry.error is not None
-    flag = " (shadowed)" if entry.shadowed else ""
-    typer.echo(f"error: {entry.name} ({entry.scope}{flag}) {entry.path}: {entry.error.reason}")
-    if len(entry.error.problems) > 1:
-        for problem in entry.error.problems:
-            typer.echo(f"  - {problem}")
+        flag = " (shadowed)" if entry["shadowed"] else ""
+        typer.echo(f"error: {entry['name']} ({entry['scope']}{flag}) {entry['path']}:"
+                   f" {entry['error']}")
+        if len(entry["problems"]) > 1:
+            for problem in entry["problems"]:
+                typer.echo(f"  - {problem}")
 
 
 def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """List the workflow definitions a project can run, and files that fail to load."""
+    """List the workflow definitions a project can run, and files that fail to load.
+
+    Each file is imported in a process of its own, within the load bound: a
+    file that hangs or exits at import is listed as an error.
+    """
     settings, paths = project_context(project)
-    catalog = discover_for(settings, paths.project)
-    if _debug():
-        for entry in catalog.entries:
-            if entry.error is not None and entry.error.debug_traceback:
-                sys.stderr.write(f"{entry.path}:\n{entry.error.debug_traceback}")
+    listing = _listing(settings, paths.project)
     if as_json:
-        emit_json(catalog.as_json())
+        emit_json(listing)
     else:
-        _print_catalog(catalog)
+        _print_catalog(listing)
 
 
 def validate(file: _FileArg, as_json: JsonOpt = False) -> None:
     """Check one workflow file: prints "ok NAME DIGEST", or one line per problem."""
-    try:
-        loaded = load_workflow_file(file)
-    except WorkflowLoadError as exc:
-        if _debug() and exc.debug_traceback:
-            sys.stderr.write(exc.debug_traceback)
+    summary = load_summary(str(file))
+    if not summary["ok"]:
+        if _debug() and summary.get("traceback"):
+            sys.stderr.write(summary["traceback"])
         if as_json:
-            emit_json({"ok": False, "path": str(file), "error": exc.reason,
-                        "problems": exc.problems})
-        for problem in exc.problems:
+            emit_json({"ok": False, "path": str(file), "error": summary["error"],
+                       "problems": summary["problems"]})
+        for problem in summary["problems"]:
             sys.stderr.write(f"{file}: {' '.join(problem.split())}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     if as_json:
-        emit_json({"ok": True, "name": loaded.name, "digest": loaded.digest,
-                    "path": loaded.source.path, "sourceSha256": loaded.source.sha256})
+        emit_json({"ok": True, "name": summary["name"], "digest": summary["digest"],
+                   "path": summary["path"], "sourceSha256": summary["sourceSha256"]})
     else:
-        typer.echo(f"ok {loaded.name} {loaded.digest}")
+        typer.echo(f"ok {summary['name']} {summary['digest']}")
 
 
 def register(app: typer.Typer) -> None:

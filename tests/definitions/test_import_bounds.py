@@ -62,3 +62,24 @@ def test_an_unknown_name_lists_the_others_without_importing_them(tmp_path: Path)
     project, env = _project(tmp_path, good=GOOD, exits="import os\nos._exit(3)\n")
     out = _cli(project, env, "run", "nope", "--detach")
     assert out.returncode == 2 and "known: exits, good" in out.stderr
+
+
+@pytest.mark.parametrize("body", ["import os\nos._exit(3)\n",
+                                  "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"])
+def test_a_file_that_ends_the_process_at_import_is_one_error_and_the_rest_lists(
+        tmp_path: Path, body: str) -> None:
+    project, env = _project(tmp_path, good=GOOD, exits=body)
+    listed = _cli(project, env, "workflows", "--json")
+    assert listed.returncode == 0, listed.stderr
+    data = json.loads(listed.stdout)
+    assert [w["name"] for w in data["workflows"]] == ["good"]
+    [error] = data["errors"]
+    assert error["name"] == "exits" and "ended the process" in error["error"]
+    human = _cli(project, env, "workflows")
+    assert human.returncode == 0 and human.stdout.splitlines()[0].startswith("good ")
+    assert "error: exits (project)" in human.stdout
+    checked = subprocess.run([sys.executable, "-m", "pi_workflows", "validate",
+                              str(project / ".pi/workflows/exits.workflow.py")],
+                             capture_output=True, text=True, env=env, timeout=30)
+    assert checked.returncode == 2 and "ended the process" in checked.stderr
+    assert checked.stderr.count("\n") == 1
