@@ -97,7 +97,7 @@ def wake_host(store: Store, paths: Paths) -> None:
     if not host_running(store):
         with contextlib.suppress(OSError):
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
-                             " start one with `pi-workflows host`\n")
+                             " start one with `pi-workflows host --background`\n")
 
 
 def _store(settings: Settings, paths: Paths) -> Store:
