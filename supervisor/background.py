@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..protocol.clock import now_ms
 from ..protocol.errors import ExitCode, PiWorkflowsError
 from ..protocol.liveness import is_same_process
 from ..protocol.paths import Paths, ensure_private_dir
@@ -129,11 +128,13 @@ def start_background(paths: Paths, argv: Sequence[str], *,
     fd, log = _open_log(paths.log_dir)
     try:
         offset = os.fstat(fd).st_size
-        os.write(fd, f"--- pi-workflows host --background, pid {os.getpid()} starting it at"
-                     f" {time.strftime('%Y-%m-%d %H:%M:%S')} ({now_ms()})\n".encode())
+        os.write(fd, f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pi-workflows host --background"
+                     f" (started by pid {os.getpid()})\n".encode())
         # A session of its own: no controlling terminal, so closing this one
         # (SIGHUP to its jobs) or killing this process group never reaches it.
         proc = spawn(argv, stdin=DEVNULL, stdout=fd, stderr=fd)
+    except OSError as exc:  # EAGAIN, EMFILE, ENOMEM: said in one line like any failure
+        raise HostDidNotStart(f"could not start the host: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     lock = HostLock(paths.host_lock)
