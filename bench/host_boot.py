@@ -48,7 +48,7 @@ def boot_reference(reps: int) -> dict[str, list[float]]:
 def worker_boot(base: Path, home: Path, reps: int) -> dict[str, Any]:
     """Spawn -> booted of the real worker in ``--standby`` mode, as the host starts it.
 
-    Booted = its title turns to ``pi-workflows worker standby``: interpreter,
+    Booted = its title turns to ``pi-workflows worker <key> standby``: interpreter,
     imports, handed settings, store open; only the claim check and the
     ``processes.json`` write remain (the claim -> ready figure in [2]/[3]).
     """

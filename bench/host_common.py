@@ -72,7 +72,8 @@ workflow = define_workflow(
 """
 
 MB = 1024 * 1024
-STANDBY_TITLE = f"pi-workflows worker {STANDBY_RUN}"  # a booted standby's process title
+# A booted standby's title: its start and end (the project key stands between them).
+STANDBY_TITLE = ("pi-workflows worker ", f" {STANDBY_RUN}")
 PROJECTS: list[Project] = []  # every project made here, for the final clean-up
 
 
@@ -148,9 +149,10 @@ def children(pid: int) -> list[psutil.Process]:
 def is_booted_standby(proc: psutil.Process) -> bool:
     """The worker has booted and waits for a claim: its title says so."""
     try:
-        return " ".join(proc.cmdline()).strip() == STANDBY_TITLE
+        title = " ".join(proc.cmdline()).strip()
     except psutil.Error:
         return False
+    return title.startswith(STANDBY_TITLE[0]) and title.endswith(STANDBY_TITLE[1])
 
 
 def wait_standby(host: HostProcess, timeout: float = 10.0,

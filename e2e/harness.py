@@ -2,13 +2,13 @@
 
 Owns a throw-away project (its directory and an environment that holds
 only its own ``PI_WORKFLOWS_*`` settings, never the caller's), starting
-``pi-workflows host`` subprocesses and knowing when they are ready (the
-host lock file says ``ready`` for that pid), stopping them, enqueueing runs
-in-process, reading the queue, the store's events, bundles and logs,
-polling with a deadline, reading a child's output with a deadline, and
-killing every process a project left behind. Imports ``pi_workflows``'
-``protocol`` modules and the supervisor's reaper; not pytest, so the bench
-runs without it.
+``pi-workflows host`` subprocesses (or ``host --background`` ones) and
+knowing when they are ready (the host lock file says ``ready`` for that
+pid), stopping them, enqueueing runs in-process, reading the queue, the
+store's events, bundles and logs, polling with a deadline, reading a
+child's output with a deadline, and killing every process a project left
+behind. Imports ``pi_workflows``' ``protocol`` modules and the supervisor's
+reaper and host finder; not pytest, so the bench runs without it.
 """
 
 from __future__ import annotations
@@ -175,6 +175,7 @@ class Project:
         self.root = root
         self.env = env  # callers may change settings here before starting processes
         self.hosts: list[HostProcess] = []
+        self.adopted: list[tuple[int, float]] = []  # (pid, start time) of background hosts
         self._settings: tuple[tuple[tuple[str, str], ...], Settings] | None = None
         self._catalog: Catalog | None = None
 
@@ -276,6 +277,25 @@ class Project:
         host.lock = info
         return host
 
+    def background_host(self, *extra: str, pi_args: tuple[str, ...] = (),
+                        timeout: float = 60.0) -> dict[str, Any]:
+        """``host --background --json`` through the CLI; its JSON. The host is killed
+        at clean-up if it still runs."""
+        argv = [sys.executable, "-m", "pi_workflows", "host", "--background", "--json",
+                "--project", str(self.root), *extra]
+        proc = subprocess.run([*argv, "--", *pi_args] if pi_args else argv, env=self.env,
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise HarnessError(f"host --background exited {proc.returncode}: {proc.stderr}")
+        info: dict[str, Any] = json.loads(proc.stdout)
+        self.adopt(int(info["pid"]))
+        return info
+
+    def adopt(self, pid: int) -> None:
+        """A host this harness did not spawn itself: killed at clean-up if it still runs."""
+        with contextlib.suppress(psutil.Error):
+            self.adopted.append((pid, psutil.Process(pid).create_time()))
+
     def stop_host(self, host: HostProcess, timeout: float = 30.0) -> tuple[float, int | None]:
         """SIGTERM (drain), SIGKILL of its group after ``timeout``: seconds and exit code
         (None when it had to be killed)."""
@@ -295,7 +315,9 @@ class Project:
         """Kill every host still alive and every process carrying this project's marker;
         how many marked processes were killed."""
         # Imported here: the reaper pulls in the supervisor, which only clean-up needs.
+        from pi_workflows.protocol.liveness import is_same_process
         from pi_workflows.protocol.settings import project_key
+        from pi_workflows.supervisor.background import find_host
         from pi_workflows.supervisor.reaper import find_orphans, kill_processes
 
         for host in self.hosts:
@@ -303,6 +325,15 @@ class Project:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(host.pid, signal.SIGKILL)
                 host.wait()
+        # Background hosts are not our children: kill them by pid, once proven theirs.
+        holder = find_host(self.paths)
+        others = [(holder.pid, holder.start_time)] if holder is not None else []
+        for pid, start in [*self.adopted, *others]:
+            if is_same_process(pid, start):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                wait_for(lambda pid=pid, start=start: not is_same_process(pid, start), 10,
+                         what=f"background host {pid} to die")
         return int(kill_processes(find_orphans(self.paths.runs_dir, project_key(self.root),
                                                set()), timeout=5))
 

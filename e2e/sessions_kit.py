@@ -153,14 +153,19 @@ class Children:
 
 def on_pty(project: Project, *args: str) -> tuple[subprocess.Popen[bytes], int]:
     """Start a CLI command with a new pty as its controlling terminal; (process, master fd)."""
+    return pty_child(cli_argv(project, *args), project.env)
+
+
+def pty_child(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``argv`` as a session leader on a new pty, its controlling terminal;
+    (process, master fd). Closing the master hangs the terminal up."""
     master, slave = os.openpty()
 
     def take_terminal() -> None:  # in the child, after setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-    proc = subprocess.Popen(cli_argv(project, *args), env=project.env, stdin=slave,
-                            stdout=slave, stderr=slave, start_new_session=True,
-                            preexec_fn=take_terminal)
+    proc = subprocess.Popen(argv, env=env, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True, preexec_fn=take_terminal)
     os.close(slave)
     return proc, master
 

@@ -8,6 +8,7 @@ import signal
 import subprocess
 
 import pytest
+from pi_workflows.protocol.paths import project_key
 
 from .conftest import HOLD
 from .harness import Project, alive, wait_for
@@ -28,7 +29,7 @@ workflow = define_workflow(
 
 
 def _worker_titles() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    out = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True)
     return [line for line in out.stdout.splitlines() if line.startswith("pi-workflows worker")]
 
 
@@ -39,8 +40,10 @@ def test_three_runs_in_parallel_with_titled_workers(project: Project) -> None:
     runs = [project.detach("pipeline") for _ in range(3)]
     wait_for(lambda: len(project.lines("hold.started")) == 3, what="three held nodes")
     titles = _worker_titles()
+    key = project_key(project.root)
     for run_id in runs:
-        assert sum(f"pi-workflows worker {run_id} node=hold" in t for t in titles) == 1, titles
+        assert sum(f"pi-workflows worker {key} {run_id} node=hold" in t
+                   for t in titles) == 1, titles
     project.release()
     wait_for(lambda: all(project.row(r).state == "done" for r in runs), what="runs done")
     assert all(project.state(r)["status"] == "completed" for r in runs)

@@ -13,14 +13,15 @@ from pi_workflows import define_workflow, compute
 
 workflow = define_workflow(start_at="a", nodes=[compute("a", lambda ctx: {"a": 1})])
 """
-WARNING = "pi-workflows: queued; no host is running for this project"
+WARNING = ("pi-workflows: queued; no host is running for this project: start one with"
+           " `pi-workflows host --background`\n")
 
 
 @pytest.mark.timeout(90)
 def test_run_detach_warns_without_a_host_and_not_with_one(project: Project) -> None:
     project.write_workflow("flow", FLOW)
     alone = project.cli("run", "flow", "--detach", "--json")
-    assert alone.stderr.startswith(WARNING) and alone.stderr.count("\n") == 1
+    assert alone.stderr == WARNING
     assert json.loads(alone.stdout)["state"] == "queued"  # stdout stays machine-readable
     project.start_host()
     hosted = project.cli("run", "flow", "--detach")
@@ -32,6 +33,22 @@ from pi_workflows import define_workflow, checkpoint
 
 workflow = define_workflow(start_at="ask", nodes=[checkpoint("ask", summary="ship it?")])
 """
+
+
+@pytest.mark.timeout(90)
+def test_answer_and_resume_warn_without_a_host(project: Project) -> None:
+    project.write_workflow("ask", ASK)
+    project.write_workflow("flow", FLOW)
+    waiting = project.cli("run", "ask", "--json", check=False)
+    assert waiting.returncode == 3, waiting.stderr
+    answered = project.cli("answer", json.loads(waiting.stdout)["runId"], "yes")
+    assert answered.stderr == WARNING
+    with project.store() as store:  # a run some runner parked
+        (run,) = project.enqueue(store, "flow")
+        claim = store.claim_by_id(run, "gone-runner")
+        store.mark_running(run, claim.token)
+        store.park(run, claim.token)
+    assert project.cli("resume", run).stderr == WARNING
 
 
 @pytest.mark.timeout(90)

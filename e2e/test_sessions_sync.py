@@ -89,8 +89,8 @@ def test_seed_000_a_terminal_run_parked_by_ctrl_c_is_finished_by_a_host_and_sync
         term.close()
     assert project.row(run).state == "parked"
     assert sync_lines(project, "s1") == [
-        f"{run}  flow  parked at hold; no host is running: start `pi-workflows host` to"
-        " resume it"]
+        f"{run}  flow  parked at hold; no host is running: start `pi-workflows host"
+        " --background` to resume it"]
     project.release()
     project.start_host()
     wait_for(lambda: project.row(run).state == "done", what="the host finished the run",

@@ -5,6 +5,11 @@ environment, which blanks ``/proc/<pid>/environ``, and with it the run
 marker that orphan reaping relies on. ``SPT_NOENV`` keeps the environment
 in place; titles are then limited to the length of the original command
 line, which for our processes is long enough. Imports nothing from the package.
+
+Every title names the project by its key (``<directory name>-<hash12>``, the
+last part of the state directory): two projects in directories of the same
+name get different titles. The key comes right after the role, so a short
+original command line cuts the counters, never the project.
 """
 
 from __future__ import annotations
@@ -19,3 +24,12 @@ def set_title(text: str) -> None:
     except ImportError:  # a title is a convenience, never a requirement
         return
     setproctitle.setproctitle(text)
+
+
+def host_title(project_key: str, workers: int) -> str:
+    return f"pi-workflows host {project_key} workers={workers}"
+
+
+def worker_title(project_key: str, run: str, doing: str = "") -> str:
+    """A worker's title: its project, its run (or ``standby``) and what it does."""
+    return f"pi-workflows worker {project_key} {run}" + (f" {doing}" if doing else "")

@@ -95,6 +95,10 @@ from .cli_runs import register as _register_runs  # noqa: E402
 
 _register_runs(app)
 
+from .cli_host import register as _register_host  # noqa: E402
+
+_register_host(app)
+
 from .cli_sessions import register as _register_sessions  # noqa: E402
 
 _register_sessions(app)

@@ -1,15 +1,15 @@
-"""The run commands: host, run, status, list, answer, cancel, resume and watch.
+"""The run commands: run, status, list, answer, cancel, resume and watch.
 
 Owns parsing their arguments and printing their results; the work is done
-by the host (``supervisor.host``), the session runner (``supervisor.session``),
-preflight (``protocol.launch``), settling (``protocol.settle``) and the
-store. ``register(app)`` adds the commands. Never imports the worker.
+by the session runner (``supervisor.session``), preflight
+(``protocol.launch``), settling (``protocol.settle``) and the store (the
+``host`` command is ``supervisor.cli_host``). ``register(app)`` adds the
+commands. Never imports the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,7 +20,6 @@ from ..protocol.discovery import resolve_for
 from ..protocol.errors import ExitCode, NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.limits import validate_run_id
-from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import repin_source
 from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState, RunStatus
@@ -40,41 +39,10 @@ from .cli_options import (
     project_context,
     session_id,
 )
-from .host import Host, StartupReport
-from .serve import HostServer
 from .session import run_attached, session_runner
 from .sync import host_running
 from .views import run_status, status_line
 from .watch import watch
-
-
-def host_command(
-    ctx: typer.Context,
-    project: ProjectOpt = Path("."),
-    concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, max=256,
-        help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
-) -> None:
-    """Run the supervisor in the foreground: one worker subprocess per claimed run.
-
-    Arguments after `--` are passed to `pi` for agent steps. SIGTERM or Ctrl-C
-    drains (runs are parked and resume later); a second signal stops at once.
-    """
-    settings, paths = project_context(project)
-    setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
-    host = Host(paths, settings, concurrency=concurrency, pi_args=tuple(ctx.args))
-
-    def started(report: StartupReport) -> None:
-        sys.stderr.write(
-            f"pi-workflows host: runner {report.runner_id} (pid {os.getpid()})\n"
-            f"  project {paths.project}\n  store   {paths.store_file}\n"
-            f"  runs    {paths.runs_dir}\n  logs    {paths.log_dir}\n"
-            f"  reaped {report.reaped} orphan process(es); took over {report.taken_over}"
-            f" run(s); concurrency {host.concurrency}\n"
-            "  Ctrl-C or SIGTERM drains: running runs are parked and resume later\n")
-        sys.stderr.flush()
-
-    raise typer.Exit(HostServer(host).serve(on_start=started))
 
 
 def run_command(
@@ -129,7 +97,7 @@ def wake_host(store: Store, paths: Paths) -> None:
     if not host_running(store):
         with contextlib.suppress(OSError):
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
-                             " start one with `pi-workflows host`\n")
+                             " start one with `pi-workflows host --background`\n")
 
 
 def _store(settings: Settings, paths: Paths) -> Store:
@@ -367,8 +335,6 @@ def watch_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("host", context_settings={"allow_extra_args": True,
-                                          "ignore_unknown_options": True})(host_command)
     app.command("run")(run_command)
     app.command("status")(status_command)
     app.command("list")(list_command)

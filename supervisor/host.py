@@ -32,7 +32,7 @@ from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
-from ..protocol.titles import set_title
+from ..protocol.titles import host_title, set_title
 from ..protocol.wire import PARK_MARGIN_S, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
@@ -388,7 +388,7 @@ class Host:
         self.os.kill(self.os.run_processes(self.project_key, self.runner_id, handle.run_id))
 
     def _set_title(self) -> None:
-        set_title(f"pi-workflows host {self.paths.project.name} workers={len(self.workers)}")
+        set_title(host_title(self.project_key, len(self.workers)))
 
     def next_timeout(self) -> float:
         """The longest the serving loop may wait before the next pass."""

@@ -2,10 +2,12 @@
 
 The lock is ``flock`` on the host lock file (released by the kernel when
 the holder dies, however it dies). The file's JSON content (``pid``,
-``runnerId``, ``startedAt``, and ``ready`` once start-up is over: lock,
-registration, orphan reaping, takeover and the wakeup socket) is for error
-messages, people and scripts that wait for a host; the flock alone decides
-who holds it. Imports ``protocol`` helpers only.
+``pidStartTime``, ``runnerId``, ``startedAt``, and ``ready`` once start-up
+is over: lock, registration, orphan reaping, takeover and the wakeup
+socket) is for error messages, people and scripts that wait for a host or
+stop it (``pid`` with ``pidStartTime`` proves which process holds it, as a
+pid alone cannot); the flock alone decides who holds it. Imports
+``protocol`` helpers only.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from ..protocol.clock import now_ms
 from ..protocol.errors import UsageError
+from ..protocol.liveness import process_start_time
 from ..protocol.paths import ensure_private_dir
 
 
@@ -46,8 +49,8 @@ class HostLock:
             raise HostLockHeld(f"another host (pid {pid}) is already running for this project;"
                                " stop it first") from None
         self._fd = fd
-        self._info = {"pid": os.getpid(), "runnerId": runner_id, "startedAt": now_ms(),
-                      "ready": False}
+        self._info = {"pid": os.getpid(), "pidStartTime": process_start_time(),
+                      "runnerId": runner_id, "startedAt": now_ms(), "ready": False}
         self._write()
 
     def _write(self) -> None:

@@ -148,7 +148,7 @@ def run_line(info: dict[str, Any]) -> str:
     if kind == "parked":
         why = error if info.get("errorCode") else ""
         who = ("a running host resumes it" if info.get("hostRunning")
-               else "no host is running: start `pi-workflows host` to resume it")
+               else "no host is running: start `pi-workflows host --background` to resume it")
         return head + f"parked at {node}{why}; {who}"
     if kind in ("running", "starting"):
         return head + kind + (f" at {node}" if node else "")

@@ -28,7 +28,7 @@ from ..protocol.processes import child_record, self_record, with_entry
 from ..protocol.retry import retry_store, with_retries
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, Store
-from ..protocol.titles import set_title
+from ..protocol.titles import set_title, worker_title
 from ..protocol.wire import (
     CONFIG_ENV,
     MARKER_ENV,
@@ -185,7 +185,8 @@ def _await_assignment(args: argparse.Namespace, project_key: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_worker_args(sys.argv[1:] if argv is None else argv)
-    set_title(f"pi-workflows worker {args.run or STANDBY_RUN} booting")
+    key = project_key(Path(args.project))
+    set_title(worker_title(key, args.run or STANDBY_RUN, "booting"))
     die_with_parent()
     control = Control()
     nudge = threading.Event()
@@ -211,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
     if args.standby:
-        set_title(f"pi-workflows worker {STANDBY_RUN}")
+        set_title(worker_title(key, STANDBY_RUN))
         assigned = _await_assignment(args, project_key(paths.project))
         if assigned is None:
             return WorkerExit.FINISHED
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # Taken out of the environment so no shell command or agent inherits it.
         token = os.environ.pop(TOKEN_ENV, "")
-    set_title(f"pi-workflows worker {args.run} starting")
+    set_title(worker_title(key, args.run, "starting"))
     state = QueueState(args.claim_state)
     claim = Claim(args.run, args.runner, token, 0, state, state)
     try:
@@ -279,8 +280,10 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
     threading.Thread(target=_renew, args=(settings, claim, control, lost, stop, nudge),
                      daemon=True, name="pi-workflows-renew").start()
 
+    key = project_key(paths.project)
+
     def on_engine(engine: Engine) -> None:
-        engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")
+        engine.on_node = lambda node: set_title(worker_title(key, args.run, f"node={node}"))
 
     agent = _LazyAgent(lambda: pi_executor(settings, paths, store, claim))
     try:

@@ -65,7 +65,7 @@ def test_lines_say_what_to_do(store: Store, tmp_path: Path) -> None:
     store.park("r1", claim.token)
     snapshot = sync.take(store, tmp_path, "s1")  # first sync: the project's parked run
     assert snapshot.runs[0]["change"] == "parked" and snapshot.runs[0]["hostRunning"] is False
-    assert "no host is running: start `pi-workflows host`" in sync.lines(snapshot)[0]
+    assert "no host is running: start `pi-workflows host --background`" in sync.lines(snapshot)[0]
     info = {"runId": "r2", "workflow": "flow", "change": "waiting", "waitingOn": "ask",
             "summary": "deploy?"}
     assert sync.run_line(info).endswith(
