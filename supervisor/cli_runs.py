@@ -17,14 +17,14 @@ from typing import Annotated, Any
 import typer
 
 from ..protocol.bundle import bundle_exists
+from ..protocol.clock import now_ms
 from ..protocol.discovery import resolve_for
-from ..protocol.errors import ClaimLost, NotFound, UsageError
+from ..protocol.errors import ClaimLost, ConflictError, NotFound, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
-from ..protocol.limits import validate_run_id
 from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from ..protocol.settle import cancel_parked, repin_source
-from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState
+from ..protocol.states import CLAIMED, TERMINAL, QueueState
 from ..protocol.store import QueueRow, Store, open_store
 from ..protocol.wakeup import poke
 from .activation import run_in_session
@@ -33,6 +33,7 @@ from .cli_options import (
     InputJsonOpt,
     JsonOpt,
     ProjectOpt,
+    RunArg,
     SessionOpt,
     emit_json,
     json_input,
@@ -41,10 +42,13 @@ from .cli_options import (
     session_id,
 )
 from .host import Host, StartupReport
+from .listing import STATE_WORDS, check_state, listing_lines, select
+from .runref import resolve_run
 from .serve import HostServer
 from .session import run_attached, session_runner
 from .sync import host_running
-from .views import run_status, status_line
+from .timefmt import parse_duration
+from .views import chain_lines, run_status, status_line, status_with_chain
 from .watch import watch
 
 
@@ -52,13 +56,15 @@ def host_command(
     ctx: typer.Context,
     project: ProjectOpt = Path("."),
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, max=256,
+        "--concurrency", min=1, max=256, metavar="N",
         help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
 ) -> None:
     """Run the supervisor in the foreground: one worker subprocess per claimed run.
 
     Arguments after `--` are passed to `pi` for agent steps. SIGTERM or Ctrl-C
     drains (runs are parked and resume later); a second signal stops at once.
+
+    Example: pi-workflows host --concurrency 4
     """
     settings, paths = project_context(project)
     setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
@@ -78,9 +84,11 @@ def host_command(
 
 
 def run_command(
-    name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")],
     task: Annotated[list[str] | None, typer.Argument(
-        help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
+        metavar="[TASK]...", show_default=False,
+        help="Task words; they become the input {\"task\": \"...\"}.")] = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     detach: Annotated[bool, typer.Option(
@@ -97,6 +105,8 @@ def run_command(
     a running `pi-workflows host` resumes it. With --detach the host runs it
     (and --session only addresses its notifications). Exit codes: 0
     completed, 1 failed or cancelled, 3 waiting at a checkpoint, 4 parked.
+
+    Example: pi-workflows run review fix the login bug --detach
     """
     settings, paths = project_context(project)
     owner = session_id(session)
@@ -139,16 +149,20 @@ def _store(settings: Settings, paths: Paths) -> Store:
     return open_store(settings, paths.store_file)
 
 
-def _existing(store: Store, run: str) -> QueueRow:
-    row = store.get(run)
-    if row is None:
-        raise NotFound(f"no run {run} in this project", code="run_not_found")
+def _existing(store: Store, run: str, paths: Paths) -> QueueRow:
+    """The queue row of the run ``run`` names (a whole id, a unique prefix, its hex part)."""
+    row = store.get(resolve_run(store, run, paths))
+    if row is None:  # found only as a bundle: these commands need its queue row
+        raise NotFound(f"run {run} has no queue row in project {paths.project}",
+                       code="run_not_found")
     return row
 
 
 def status_command(
-    run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
-                                              show_default=False)] = None,
+    run: Annotated[str | None, typer.Argument(
+        metavar="[RUN]", show_default=False,
+        help="Run id, a unique prefix of it or its trailing hex part (default: every"
+             " unfinished run).")] = None,
     session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
@@ -156,16 +170,22 @@ def status_command(
     """Show a run's state: from the queue (even before it has a bundle) and its bundle.
 
     Without RUN: every unfinished run and every run waiting for an answer, or
-    with --session that session's reservation (or else its latest run).
+    with --session that session's reservation (or else its latest run). A run
+    answered at a checkpoint reads `answered -> CONTINUATION`; a run in a
+    chain of answers also lists the chain, root first.
+
+    Example: pi-workflows status 99624cea
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    if run is not None:
-        validate_run_id(run)
     with _store(settings, paths) as store:
         if run is not None:
-            info = run_status(_existing(store, run), paths.runs_dir)
-            emit_json(info) if as_json else typer.echo(status_line(info))
+            info = status_with_chain(store, _existing(store, run, paths), paths.runs_dir)
+            if as_json:
+                emit_json(info)
+                return
+            for line in [status_line(info, now_ms()), *chain_lines(info)]:
+                typer.echo(line)
             return
         if owner is not None:
             mine = store.session_run(owner)
@@ -173,7 +193,8 @@ def status_command(
             if as_json:
                 emit_json({"session": owner, "run": found})
             else:
-                typer.echo(f"session {owner}: no runs" if found is None else status_line(found))
+                typer.echo(f"session {owner}: no runs" if found is None
+                           else status_line(found, now_ms()))
             return
         # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
@@ -184,37 +205,56 @@ def status_command(
         emit_json({"runs": infos})
     else:
         for info in infos:
-            typer.echo(status_line(info))
+            typer.echo(status_line(info, now_ms()))
         if not infos:
             typer.echo("no unfinished runs and none waiting for an answer")
 
 
 def list_command(
     state: Annotated[str | None, typer.Option(
-        "--state", help=f"Only runs in this queue state ({', '.join(QUEUE_STATES)}).")] = None,
+        "--state", metavar="STATE", show_default=False,
+        help=f"Only runs in this state: {', '.join(STATE_WORDS)} (a queue state, a run"
+             " status, or answered).")] = None,
+    workflow: Annotated[str | None, typer.Option(
+        "--workflow", metavar="NAME", show_default=False,
+        help="Only runs of this workflow.")] = None,
+    since: Annotated[str | None, typer.Option(
+        "--since", metavar="DURATION", show_default=False,
+        help="Only runs started within this long, such as 30m, 2h or 7d.")] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", metavar="N", min=1, show_default=False,
+        help="At most N runs (the newest).")] = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """List the project's runs, oldest first."""
+    """List the project's runs, newest first; a chain of answers reads as one logical run.
+
+    A continuation (the run that answered a checkpoint) is indented under the
+    run it answered. --json prints the same runs, newest first, without the
+    grouping.
+
+    Example: pi-workflows list --state waiting --since 2h
+    """
     settings, paths = project_context(project)
-    if state is not None and state not in QUEUE_STATES:
-        raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
+    check_state(state)
+    since_ms = None if since is None else now_ms() - int(parse_duration(since, "--since") * 1000)
     if not paths.store_file.exists():
         infos: list[dict[str, Any]] = []
     else:
         with open_store(settings, paths.store_file) as store:
-            infos = [run_status(r, paths.runs_dir) for r in store.list_runs(state)]
+            infos = select(store, paths.runs_dir, state=state, workflow=workflow,
+                           since_ms=since_ms, limit=limit)
     if as_json:
         emit_json({"runs": infos})
         return
-    for info in infos:
-        typer.echo(status_line(info))
+    for line in listing_lines(infos, now_ms()):
+        typer.echo(line)
 
 
 def answer_command(
-    run: Annotated[str, typer.Argument(help="The waiting run to answer.", show_default=False)],
+    run: RunArg,
     text: Annotated[list[str] | None, typer.Argument(
-        help="The answer as words (a string).", show_default=False)] = None,
+        metavar="[TEXT]...", help="The answer as words (a string).", show_default=False)] = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     force: Annotated[bool, typer.Option(
@@ -225,7 +265,10 @@ def answer_command(
 ) -> None:
     """Answer a run waiting at a checkpoint: queues a continuation run for the host.
 
-    With --session, the continuation's notifications go to that session.
+    With --session, the continuation's notifications go to that session. A
+    run is answered once: a second answer names the continuation it has.
+
+    Example: pi-workflows answer 99624cea yes, ship it
     """
     settings, paths = project_context(project)
     owner = session_id(session)
@@ -236,11 +279,17 @@ def answer_command(
         if not text:
             raise UsageError("give the answer as words, --input-json or --input-file")
         answer = " ".join(text)
-    validate_run_id(run)
-    prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
     with _store(settings, paths) as store:
-        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                     parent_run_id=run, notify_session=owner)
+        run = resolve_run(store, run, paths)
+        _not_answered(store, run)
+        prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
+        try:
+            row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                         parent_run_id=run, notify_session=owner)
+        except ConflictError as exc:
+            if exc.code == "continuation_exists":
+                _not_answered(store, run)  # answered meanwhile: name that continuation
+            raise
         wake_host(store, paths)
     if as_json:
         emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
@@ -249,19 +298,29 @@ def answer_command(
         typer.echo(row.run_id)
 
 
+def _not_answered(store: Store, run: str) -> None:
+    child = store.continuation_of(run)
+    if child is not None:
+        raise ConflictError(f"run {run} was already answered: its continuation is"
+                            f" {child.run_id} ({child.state}); see `pi-workflows status"
+                            f" {child.run_id}`", code="continuation_exists")
+
+
 def cancel_command(
-    run: Annotated[str, typer.Argument(help="The run to cancel.", show_default=False)],
+    run: RunArg,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
     """Cancel a run: at once if it is not running, else at its next node boundary.
 
     A node in progress is stopped at its worker's next lease renewal.
+
+    Example: pi-workflows cancel 99624cea
     """
     settings, paths = project_context(project)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        row = _existing(store, run)
+        row = _existing(store, run, paths)
+        run = row.run_id
         if row.state == QueueState.RUNNING or (row.state == QueueState.STARTING
                                                and bundle_exists(paths.runs_dir, run)):
             # Its owner writes the terminal event, so the bundle agrees.
@@ -284,7 +343,7 @@ def cancel_command(
 
 
 def resume_command(
-    run: Annotated[str, typer.Argument(help="The parked run to resume.", show_default=False)],
+    run: RunArg,
     force: Annotated[bool, typer.Option(
         "--force", help="Continue on a workflow file that changed since the run started "
                         "(the change is recorded in the run's trace).")] = False,
@@ -303,9 +362,9 @@ def resume_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        row = _existing(store, run)
+        row = _existing(store, run, paths)
+        run = row.run_id
         if row.state != QueueState.PARKED:
             raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
                              code="not_parked")
@@ -332,18 +391,19 @@ def resume_command(
 
 
 def watch_command(
-    run: Annotated[str, typer.Argument(help="The run to watch.", show_default=False)],
+    run: RunArg,
     project: ProjectOpt = Path("."),
 ) -> None:
     """Follow a run live until it settles (view only: closing it changes nothing).
 
     Exits 0 when the run completed, 1 when it failed or was cancelled, 3 when
     it waits at a checkpoint.
+
+    Example: pi-workflows watch 99624cea
     """
     settings, paths = project_context(project)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        _existing(store, run)
+        run = _existing(store, run, paths).run_id
         code = watch(store, paths.runs_dir, run, echo=lambda line: typer.echo(line))
     raise typer.Exit(code)
 

@@ -15,17 +15,22 @@ from typing import Annotated
 import typer
 
 from ..protocol.discovery import (
+    SUFFIX,
     Catalog,
     CatalogEntry,
     WorkflowLoadError,
     discover_for,
     load_workflow_file,
+    workflow_dirs,
 )
 from ..protocol.errors import ExitCode
+from ..protocol.settings import Settings
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 
-_FileArg = Annotated[Path, typer.Argument(help="The workflow file to check.",
-                                          show_default=False)]
+_FileArg = Annotated[str, typer.Argument(
+    metavar="FILE", show_default=False,
+    help="The workflow file to check, or the name of one of the project's (or the global)"
+         " workflows.")]
 
 
 def _debug() -> bool:
@@ -66,7 +71,10 @@ def _print_error(entry: CatalogEntry) -> None:
 
 
 def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """List the workflow definitions a project can run, and files that fail to load."""
+    """List the workflow definitions a project can run, and files that fail to load.
+
+    Example: pi-workflows workflows --json
+    """
     settings, paths = project_context(project)
     catalog = discover_for(settings, paths.project)
     if _debug():
@@ -79,18 +87,38 @@ def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None
         _print_catalog(catalog)
 
 
-def validate(file: _FileArg, as_json: JsonOpt = False) -> None:
-    """Check one workflow file: prints "ok NAME DIGEST", or one line per problem."""
+def _workflow_file(settings: Settings, project: Path, file: str) -> Path:
+    """FILE as given, or a bare workflow name found in the project's, then the global, dir."""
+    given = Path(file).expanduser()
+    if given.exists() or "/" in file or file.endswith(".py"):
+        return given
+    for directory in workflow_dirs(settings, project):
+        candidate = directory / f"{file}{SUFFIX}"
+        if candidate.is_file():
+            return candidate
+    return given
+
+
+def validate(file: _FileArg, project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
+    """Check one workflow file: prints "ok NAME DIGEST", or one line per problem.
+
+    FILE may also be a workflow's name: the project's definition, else the
+    global one (--project names the project).
+
+    Example: pi-workflows validate .pi/workflows/review.workflow.py
+    """
+    settings, paths = project_context(project)
+    file_path = _workflow_file(settings, paths.project, file)
     try:
-        loaded = load_workflow_file(file)
+        loaded = load_workflow_file(file_path)
     except WorkflowLoadError as exc:
         if _debug() and exc.debug_traceback:
             sys.stderr.write(exc.debug_traceback)
         if as_json:
-            emit_json({"ok": False, "path": str(file), "error": exc.reason,
+            emit_json({"ok": False, "path": str(file_path), "error": exc.reason,
                         "problems": exc.problems})
         for problem in exc.problems:
-            sys.stderr.write(f"{file}: {' '.join(problem.split())}\n")
+            sys.stderr.write(f"{file_path}: {' '.join(problem.split())}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     if as_json:
         emit_json({"ok": True, "name": loaded.name, "digest": loaded.digest,
