@@ -16,7 +16,7 @@ import typer
 from typer.core import TyperArgument
 
 from ..protocol.errors import LimitError, UsageError
-from ..protocol.limits import MAX_PRIVATE_INPUT_BYTES, validate_session_id
+from ..protocol.limits import MAX_PRIVATE_INPUT_BYTES, validate_run_id, validate_session_id
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
 
 # Every option and argument names its metavar: typer's default shows Python
@@ -26,8 +26,15 @@ ProjectOpt = Annotated[
     typer.Option("--project", metavar="DIR", show_default=False,
                  help="Project directory (default: the current directory)."),
 ]
+
+
+def run_text(value: str | None) -> str | None:
+    """A RUN argument is checked as it is parsed: a bad id is refused before any store opens."""
+    return None if value is None else validate_run_id(value)
+
+
 RunArg = Annotated[str, typer.Argument(
-    metavar="RUN", show_default=False,
+    metavar="RUN", show_default=False, callback=run_text,
     help="Run id, a unique prefix of it, or its trailing hex part (`pi-workflows list`).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 SessionOpt = Annotated[str | None, typer.Option(

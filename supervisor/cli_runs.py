@@ -39,6 +39,7 @@ from .cli_options import (
     json_input,
     parse_input,
     project_context,
+    run_text,
     session_id,
 )
 from .host import Host, StartupReport
@@ -160,7 +161,7 @@ def _existing(store: Store, run: str, paths: Paths) -> QueueRow:
 
 def status_command(
     run: Annotated[str | None, typer.Argument(
-        metavar="[RUN]", show_default=False,
+        metavar="[RUN]", show_default=False, callback=run_text,
         help="Run id, a unique prefix of it or its trailing hex part (default: every"
              " unfinished run).")] = None,
     session: SessionOpt = None,

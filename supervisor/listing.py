@@ -23,10 +23,14 @@ STATE_WORDS: tuple[str, ...] = tuple(dict.fromkeys(
 
 
 def check_state(word: str | None) -> str | None:
-    if word is not None and word not in STATE_WORDS:
-        raise UsageError(f"unknown state {word!r} for --state; use one of"
-                         f" {', '.join(STATE_WORDS)}", code="unknown_state")
-    return word
+    """A word ``list --state`` accepts: one of ``STATE_WORDS``, or ``QUEUE/STATUS`` as shown."""
+    if word is None or word in STATE_WORDS:
+        return word
+    queue, _, status = word.partition("/")
+    if queue in QUEUE_STATES and status in tuple(RunStatus):
+        return word  # a display state such as parked/running
+    raise UsageError(f"unknown state {word!r} for --state; use one of {', '.join(STATE_WORDS)}"
+                     " (or QUEUE/STATUS as shown, such as parked/running)", code="unknown_state")
 
 
 def _words(info: dict[str, Any]) -> set[str]:

@@ -138,8 +138,12 @@ def test_list_selects_newest_first_by_workflow_age_state_and_count(
 
 
 def test_state_words_cover_queue_states_run_statuses_and_answered() -> None:
-    for word in ("queued", "parked", "done", "waiting", "completed", "timed_out", "answered"):
+    for word in ("queued", "parked", "done", "waiting", "completed", "timed_out", "answered",
+                 "parked/running", "failed/cancelled"):
         assert check_state(word) == word
+    for bad in ("parked/", "/running", "parked/queued"):
+        with pytest.raises(UsageError, match="unknown state"):
+            check_state(bad)
     with pytest.raises(UsageError) as caught:
         check_state("wating")
     assert caught.value.exit_code == 2
