@@ -121,6 +121,10 @@ from .cli_runs import register as _register_runs  # noqa: E402
 
 _register_runs(app)
 
+from .cli_views import register as _register_views  # noqa: E402
+
+_register_views(app)
+
 from .cli_sessions import register as _register_sessions  # noqa: E402
 
 _register_sessions(app)

@@ -1,4 +1,4 @@
-"""The run commands: host, run, status, list, answer, cancel, resume and watch.
+"""The run commands: host, run, answer, cancel, resume and watch.
 
 Owns parsing their arguments and printing their results; the work is done
 by the host (``supervisor.host``), the session runner (``supervisor.session``),
@@ -12,20 +12,19 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..protocol.bundle import bundle_exists
-from ..protocol.clock import now_ms
 from ..protocol.discovery import resolve_for
-from ..protocol.errors import ClaimLost, ConflictError, NotFound, UsageError
+from ..protocol.errors import ClaimLost, ConflictError, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
 from ..protocol.logsetup import setup_logging
-from ..protocol.settings import Paths, Settings
+from ..protocol.settings import Paths
 from ..protocol.settle import cancel_parked, repin_source
-from ..protocol.states import CLAIMED, TERMINAL, QueueState
-from ..protocol.store import QueueRow, Store, open_store
+from ..protocol.states import CLAIMED, QueueState
+from ..protocol.store import Store, open_store
 from ..protocol.wakeup import poke
 from .activation import run_in_session
 from .cli_options import (
@@ -39,17 +38,16 @@ from .cli_options import (
     json_input,
     parse_input,
     project_context,
-    run_text,
     session_id,
 )
 from .host import Host, StartupReport
-from .listing import STATE_WORDS, check_state, listing_lines, select
+from .runref import existing_row as _existing
+from .runref import project_store as _store
 from .runref import resolve_run
 from .serve import HostServer
 from .session import run_attached, session_runner
 from .sync import host_running
-from .timefmt import parse_duration
-from .views import chain_lines, run_status, status_line, status_with_chain
+from .views import run_status
 from .watch import watch
 
 
@@ -141,115 +139,6 @@ def wake_host(store: Store, paths: Paths) -> None:
         with contextlib.suppress(OSError):
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
                              " start one with `pi-workflows host`\n")
-
-
-def _store(settings: Settings, paths: Paths) -> Store:
-    if not paths.store_file.exists():
-        raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
-                       code="no_store")
-    return open_store(settings, paths.store_file)
-
-
-def _existing(store: Store, run: str, paths: Paths) -> QueueRow:
-    """The queue row of the run ``run`` names (a whole id, a unique prefix, its hex part)."""
-    row = store.get(resolve_run(store, run, paths))
-    if row is None:  # found only as a bundle: these commands need its queue row
-        raise NotFound(f"run {run} has no queue row in project {paths.project}",
-                       code="run_not_found")
-    return row
-
-
-def status_command(
-    run: Annotated[str | None, typer.Argument(
-        metavar="[RUN]", show_default=False, callback=run_text,
-        help="Run id, a unique prefix of it or its trailing hex part (default: every"
-             " unfinished run).")] = None,
-    session: SessionOpt = None,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a run's state: from the queue (even before it has a bundle) and its bundle.
-
-    Without RUN: every unfinished run and every run waiting for an answer, or
-    with --session that session's reservation (or else its latest run). A run
-    answered at a checkpoint reads `answered -> CONTINUATION`; a run in a
-    chain of answers also lists the chain, root first.
-
-    Example: pi-workflows status 99624cea
-    """
-    settings, paths = project_context(project)
-    owner = session_id(session)
-    with _store(settings, paths) as store:
-        if run is not None:
-            info = status_with_chain(store, _existing(store, run, paths), paths.runs_dir)
-            if as_json:
-                emit_json(info)
-                return
-            for line in [status_line(info, now_ms()), *chain_lines(info)]:
-                typer.echo(line)
-            return
-        if owner is not None:
-            mine = store.session_run(owner)
-            found = None if mine is None else run_status(mine, paths.runs_dir)
-            if as_json:
-                emit_json({"session": owner, "run": found})
-            else:
-                typer.echo(f"session {owner}: no runs" if found is None
-                           else status_line(found, now_ms()))
-            return
-        # Unfinished runs, and runs that wait for an answer (done in the queue).
-        rows = [r for r in store.list_runs() if r.state not in TERMINAL]
-        rows += store.waiting_runs()
-        rows.sort(key=lambda r: (r.created_at, r.run_id))
-        infos = [run_status(r, paths.runs_dir) for r in rows]
-    if as_json:
-        emit_json({"runs": infos})
-    else:
-        for info in infos:
-            typer.echo(status_line(info, now_ms()))
-        if not infos:
-            typer.echo("no unfinished runs and none waiting for an answer")
-
-
-def list_command(
-    state: Annotated[str | None, typer.Option(
-        "--state", metavar="STATE", show_default=False,
-        help=f"Only runs in this state: {', '.join(STATE_WORDS)} (a queue state, a run"
-             " status, or answered).")] = None,
-    workflow: Annotated[str | None, typer.Option(
-        "--workflow", metavar="NAME", show_default=False,
-        help="Only runs of this workflow.")] = None,
-    since: Annotated[str | None, typer.Option(
-        "--since", metavar="DURATION", show_default=False,
-        help="Only runs started within this long, such as 30m, 2h or 7d.")] = None,
-    limit: Annotated[int | None, typer.Option(
-        "--limit", metavar="N", min=1, show_default=False,
-        help="At most N runs (the newest).")] = None,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-) -> None:
-    """List the project's runs, newest first; a chain of answers reads as one logical run.
-
-    A continuation (the run that answered a checkpoint) is indented under the
-    run it answered. --json prints the same runs, newest first, without the
-    grouping.
-
-    Example: pi-workflows list --state waiting --since 2h
-    """
-    settings, paths = project_context(project)
-    check_state(state)
-    since_ms = None if since is None else now_ms() - int(parse_duration(since, "--since") * 1000)
-    if not paths.store_file.exists():
-        infos: list[dict[str, Any]] = []
-    else:
-        with open_store(settings, paths.store_file) as store:
-            infos = select(store, paths.runs_dir, state=state, workflow=workflow,
-                           since_ms=since_ms, limit=limit)
-    if as_json:
-        emit_json({"runs": infos})
-        return
-    for line in listing_lines(infos, now_ms()):
-        typer.echo(line)
 
 
 def answer_command(
@@ -413,8 +302,6 @@ def register(app: typer.Typer) -> None:
     app.command("host", context_settings={"allow_extra_args": True,
                                           "ignore_unknown_options": True})(host_command)
     app.command("run")(run_command)
-    app.command("status")(status_command)
-    app.command("list")(list_command)
     app.command("answer")(answer_command)
     app.command("cancel")(cancel_command)
     app.command("resume")(resume_command)

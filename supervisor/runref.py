@@ -3,7 +3,9 @@
 Owns ``resolve_run``, the one place every CLI command that takes a RUN turns
 what was typed into a run id (``status 99624cea`` for
 ``20261201T083022Z-review-99624cea``), and the "ambiguous" and "no such
-run" errors. Imports ``protocol`` only.
+run" errors; ``project_store`` (the project's store, or "no runs yet") and
+``existing_row`` (the queue row a RUN names) for commands built on them.
+Imports ``protocol`` only.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 from ..protocol.bundle import bundle_exists
 from ..protocol.errors import NotFound, UsageError
 from ..protocol.limits import validate_run_id
-from ..protocol.settings import Paths
-from ..protocol.store import Store
+from ..protocol.settings import Paths, Settings
+from ..protocol.store import QueueRow, Store, open_store
 
 SHOWN_MATCHES = 5  # an ambiguous reference lists this many of its matches
 
@@ -47,3 +49,20 @@ def resolve_run(store: Store | None, text: str, paths: Paths) -> str:
     if bundle_exists(paths.runs_dir, text):
         return text
     raise _not_found(text, paths)
+
+
+def project_store(settings: Settings, paths: Paths) -> Store:
+    """The project's store; none yet means the project has no runs (``NotFound``)."""
+    if not paths.store_file.exists():
+        raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
+                       code="no_store")
+    return open_store(settings, paths.store_file)
+
+
+def existing_row(store: Store, text: str, paths: Paths) -> QueueRow:
+    """The queue row of the run ``text`` names (a whole id, a unique prefix, its hex part)."""
+    row = store.get(resolve_run(store, text, paths))
+    if row is None:  # found only as a bundle: the caller needs its queue row
+        raise NotFound(f"run {text} has no queue row in project {paths.project}",
+                       code="run_not_found")
+    return row
