@@ -49,7 +49,7 @@ def test_answer_starts_a_continuation_that_carries_outputs(project: Project) -> 
                           (project.paths.runs_dir / run_id).iterdir() if p.is_file())
     assert parent_after == parent_before  # the parent bundle never changes
     again = project.cli("answer", run_id, "no", check=False)
-    assert again.returncode == 2 and "already has a continuation" in again.stderr
+    assert again.returncode == 2 and f"its continuation is {child}" in again.stderr
     assert len(again.stderr.strip().splitlines()) == 1
 
 

@@ -2,7 +2,9 @@
 
 Owns: the ``PI_WORKFLOWS_*`` settings model, the optional TOML config file,
 and resolution of per-project paths (state dir keyed by a hash of the
-project's real path). Imports pydantic, ``protocol.errors`` and
+project's real path). A bad value names where it came from (argument,
+environment variable or config file), the key and the type expected.
+Imports pydantic, ``protocol.errors``, ``protocol.configfile`` and
 ``protocol.paths`` (whose ``Paths``, ``project_key`` and ``ensure_private_dir``
 it re-exports).
 """
@@ -21,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from .configfile import expected, read_config
 from .errors import UsageError
 from .paths import Paths, ensure_private_dir, project_key
 
@@ -107,6 +110,7 @@ class Settings(BaseSettings):
             raise UsageError(f"the config file {path} (PI_WORKFLOWS_CONFIG) is {what}",
                              code="config_invalid")
         if path.is_file():
+            read_config(path, cls.model_fields)  # unknown keys, syntax: errors naming the file
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
@@ -118,12 +122,29 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**clean)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
+        loc = first.get("loc", ())
         msg = str(first.get("msg", "bad value")).removeprefix("Value error, ")
-        raise UsageError(f"invalid setting {where}: {msg}" if where
-                         else f"invalid settings: {msg}") from None
+        if not loc:
+            raise UsageError(f"invalid settings: {msg}") from None
+        key = str(loc[0])
+        field = Settings.model_fields.get(key)
+        wants = f"expected {expected(field.annotation, field.metadata)}: " if field else ""
+        # The value itself is never shown: a setting may hold a secret.
+        raise UsageError(f"invalid setting {key}{_origin(key, clean)}: {wants}{msg}",
+                         code="config_invalid") from None
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read settings: {exc}") from None
+
+
+def _origin(key: str, overrides: dict[str, Any]) -> str:
+    """Where a setting's bad value came from, highest source first, for its error."""
+    if key in overrides:
+        return ""
+    env = f"PI_WORKFLOWS_{key.upper()}"
+    if env in os.environ:
+        return f" (environment variable {env})"
+    path = config_file()
+    return f" in the config file {path}" if path.is_file() else ""
 
 
 def resolve_paths(settings: Settings, project: Path | str) -> Paths:

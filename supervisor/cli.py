@@ -1,8 +1,9 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns the typer app, the ``paths`` command, the one-line error contract and
-exit codes. The other commands live in ``supervisor.cli_workflows`` and
-``supervisor.cli_runs`` and are registered here. Imports typer,
+Owns the typer app (``-h``, ``--version``, shell completion), the ``paths``
+command, the one-line error contract and exit codes. The other commands live
+in ``supervisor.cli_workflows``, ``supervisor.cli_runs`` and their siblings,
+and are registered here. Imports typer,
 ``protocol.errors`` and the CLI modules; never the worker.
 """
 
@@ -18,28 +19,52 @@ from typing import Annotated
 import typer
 
 from ..protocol.errors import ExitCode, PiWorkflowsError
-from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
+from .cli_options import JsonOpt, ProjectOpt, emit_json, plain_help, project_context
 
 app = typer.Typer(
     name="pi-workflows",
     help="Durable, always-on runner for multi-step agent workflows.",
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
 
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"pi-workflows {version('pi-workflows')}")
+        except PackageNotFoundError:  # run from a source tree that is not installed
+            from .. import __version__
+
+            typer.echo(f"pi-workflows {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
+    _show_version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, expose_value=True,
+        help="Print the version and exit.")] = False,
 ) -> None:
-    """Durable, always-on runner for multi-step agent workflows."""
+    """Durable, always-on runner for multi-step agent workflows.
+
+    Example: pi-workflows run review fix the login bug
+    """
     if debug:
         os.environ["PI_WORKFLOWS_DEBUG"] = "1"
 
 
 @app.command()
 def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """Show where the store, run bundles, host lock and logs are for a project."""
+    """Show where the store, run bundles, host lock and logs are for a project.
+
+    Example: pi-workflows paths --json
+    """
     _, resolved = project_context(project)
     data = resolved.as_json()
     if as_json:
@@ -62,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     command = typer.main.get_command(app)
+    plain_help(command)
     try:
         result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False)
         return int(result) if isinstance(result, int) else 0
@@ -98,6 +124,10 @@ _register_runs(app)
 from .cli_host import register as _register_host  # noqa: E402
 
 _register_host(app)
+
+from .cli_views import register as _register_views  # noqa: E402
+
+_register_views(app)
 
 from .cli_sessions import register as _register_sessions  # noqa: E402
 

@@ -17,19 +17,23 @@ import typer
 
 from ..protocol.bundle import Bundle
 from ..protocol.errors import NotFound, UsageError
-from ..protocol.limits import validate_run_id
 from ..protocol.pibin import SESSION_FILE, PiUnavailable, find_pi
 from ..protocol.settings import Paths, Settings
 from ..protocol.spawn import PIPE, spawn
 from ..protocol.states import CLAIMED
 from ..protocol.store import open_store
-from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
+from .cli_options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
+from .runref import resolve_run
 
 
-def _conversation(settings: Settings, paths: Paths, run: str, *, writing: bool) -> Path:
-    validate_run_id(run)
-    if paths.store_file.exists():
+def _conversation(settings: Settings, paths: Paths, run: str, *,
+                  writing: bool) -> tuple[str, Path]:
+    """(run id, its Pi session file) for what was typed as RUN."""
+    if not paths.store_file.exists():
+        run = resolve_run(None, run, paths)
+    else:
         with open_store(settings, paths.store_file) as store:
+            run = resolve_run(store, run, paths)
             row = store.get(run)
         if row is not None and writing and row.state in CLAIMED:
             raise UsageError(f"run {run} is {row.state}: its conversation has one writer while"
@@ -39,7 +43,7 @@ def _conversation(settings: Settings, paths: Paths, run: str, *, writing: bool) 
     if not session.is_file():
         raise NotFound(f"run {run} has no Pi conversation (it ran no agent step yet)",
                        code="no_conversation")
-    return session
+    return run, session
 
 
 def _pi(settings: Settings) -> str:
@@ -57,8 +61,7 @@ def _env(settings: Settings) -> dict[str, str]:
 
 
 def chat_command(
-    run: Annotated[str, typer.Argument(help="The run whose conversation to continue.",
-                                       show_default=False)],
+    run: RunArg,
     project: ProjectOpt = Path("."),
 ) -> None:
     """Continue RUN's agent conversation in an interactive Pi (your own Pi setup).
@@ -69,17 +72,17 @@ def chat_command(
     Example: pi-workflows chat 20261201T083022Z-summarize-025acc92
     """
     settings, paths = project_context(project)
-    session = _conversation(settings, paths, run, writing=True)
+    _, session = _conversation(settings, paths, run, writing=True)
     binary = _pi(settings)
     os.chdir(paths.project)  # Pi refuses a session whose working directory differs
     os.execvpe(binary, [binary, "--session", str(session)], _env(settings))
 
 
 def export_command(
-    run: Annotated[str, typer.Argument(help="The run whose conversation to export.",
-                                       show_default=False)],
+    run: RunArg,
     html: Annotated[Path | None, typer.Option(
-        "--html", help="Where to write the HTML (default: Pi's choice, printed).")] = None,
+        "--html", metavar="FILE",
+        help="Where to write the HTML (default: Pi's choice, printed).")] = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -88,7 +91,7 @@ def export_command(
     Example: pi-workflows export 20261201T083022Z-summarize-025acc92 --html run.html
     """
     settings, paths = project_context(project)
-    session = _conversation(settings, paths, run, writing=False)
+    run, session = _conversation(settings, paths, run, writing=False)
     argv = [_pi(settings), "--export", str(session)]
     if html is not None:
         argv.append(str(html.expanduser().absolute()))

@@ -29,7 +29,7 @@ def host_command(
     ctx: typer.Context,
     project: ProjectOpt = Path("."),
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, max=256,
+        "--concurrency", min=1, max=256, metavar="N",
         help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
     background: Annotated[bool, typer.Option(
         "--background", help="Start it detached from this terminal (its output in"
@@ -37,10 +37,11 @@ def host_command(
     stop: Annotated[bool, typer.Option(
         "--stop", help="Drain and stop the project's running host; wait until it exits.")] = False,
     timeout: Annotated[float | None, typer.Option(
-        "--timeout", min=0, help=f"Seconds to wait: for --background to be ready (default"
-                                 f" {START_TIMEOUT_S:g}), for --stop to exit (default: the"
-                                 " drain grace, the hung-worker kill delay and"
-                                 f" {STOP_MARGIN_S:g} more).")] = None,
+        "--timeout", min=0, metavar="SECONDS",
+        help=f"Seconds to wait: for --background to be ready (default"
+             f" {START_TIMEOUT_S:g}), for --stop to exit (default: the"
+             " drain grace, the hung-worker kill delay and"
+             f" {STOP_MARGIN_S:g} more).")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the supervisor: one worker subprocess per claimed run.

@@ -1,4 +1,4 @@
-"""The run commands: run, status, list, answer, cancel, resume and watch.
+"""The run commands: run, answer, cancel, resume and watch.
 
 Owns parsing their arguments and printing their results; the work is done
 by the session runner (``supervisor.session``), preflight
@@ -12,18 +12,17 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..protocol.discovery import resolve_for
-from ..protocol.errors import ExitCode, NotFound, UsageError
+from ..protocol.errors import ConflictError, ExitCode, UsageError
 from ..protocol.launch import prepare_continuation, prepare_run
-from ..protocol.limits import validate_run_id
-from ..protocol.settings import Paths, Settings
+from ..protocol.settings import Paths
 from ..protocol.settle import repin_source
-from ..protocol.states import CLAIMED, QUEUE_STATES, TERMINAL, QueueState, RunStatus
-from ..protocol.store import QueueRow, Store, open_store
+from ..protocol.states import CLAIMED, QueueState, RunStatus
+from ..protocol.store import Store, open_store
 from ..protocol.wakeup import poke
 from . import cancel
 from .activation import run_in_session
@@ -32,6 +31,7 @@ from .cli_options import (
     InputJsonOpt,
     JsonOpt,
     ProjectOpt,
+    RunArg,
     SessionOpt,
     emit_json,
     json_input,
@@ -39,16 +39,21 @@ from .cli_options import (
     project_context,
     session_id,
 )
+from .runref import existing_row as _existing
+from .runref import project_store as _store
+from .runref import resolve_run
 from .session import run_attached, session_runner
 from .sync import host_running
-from .views import run_status, status_line
+from .views import run_status
 from .watch import watch
 
 
 def run_command(
-    name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")],
     task: Annotated[list[str] | None, typer.Argument(
-        help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
+        metavar="[TASK]...", show_default=False,
+        help="Task words; they become the input {\"task\": \"...\"}.")] = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     detach: Annotated[bool, typer.Option(
@@ -65,6 +70,8 @@ def run_command(
     a running `pi-workflows host` resumes it. With --detach the host runs it
     (and --session only addresses its notifications). Exit codes: 0
     completed, 1 failed or cancelled, 3 waiting at a checkpoint, 4 parked.
+
+    Example: pi-workflows run review fix the login bug --detach
     """
     settings, paths = project_context(project)
     owner = session_id(session)
@@ -100,93 +107,10 @@ def wake_host(store: Store, paths: Paths) -> None:
                              " start one with `pi-workflows host --background`\n")
 
 
-def _store(settings: Settings, paths: Paths) -> Store:
-    if not paths.store_file.exists():
-        raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
-                       code="no_store")
-    return open_store(settings, paths.store_file)
-
-
-def _existing(store: Store, run: str) -> QueueRow:
-    row = store.get(run)
-    if row is None:
-        raise NotFound(f"no run {run} in this project", code="run_not_found")
-    return row
-
-
-def status_command(
-    run: Annotated[str | None, typer.Argument(help="Run id (default: every unfinished run).",
-                                              show_default=False)] = None,
-    session: SessionOpt = None,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a run's state: from the queue (even before it has a bundle) and its bundle.
-
-    Without RUN: every unfinished run and every run waiting for an answer, or
-    with --session that session's reservation (or else its latest run).
-    """
-    settings, paths = project_context(project)
-    owner = session_id(session)
-    if run is not None:
-        validate_run_id(run)
-    with _store(settings, paths) as store:
-        if run is not None:
-            info = run_status(_existing(store, run), paths.runs_dir,
-                              store.forks_of([run]).get(run))
-            emit_json(info) if as_json else typer.echo(status_line(info))
-            return
-        if owner is not None:
-            mine = store.session_run(owner)
-            found = None if mine is None else run_status(mine, paths.runs_dir)
-            if as_json:
-                emit_json({"session": owner, "run": found})
-            else:
-                typer.echo(f"session {owner}: no runs" if found is None else status_line(found))
-            return
-        # Unfinished runs, and runs that wait for an answer (done in the queue).
-        rows = [r for r in store.list_runs() if r.state not in TERMINAL]
-        rows += store.waiting_runs()
-        rows.sort(key=lambda r: (r.created_at, r.run_id))
-        forks = store.forks_of([r.run_id for r in rows])
-        infos = [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]
-    if as_json:
-        emit_json({"runs": infos})
-    else:
-        for info in infos:
-            typer.echo(status_line(info))
-        if not infos:
-            typer.echo("no unfinished runs and none waiting for an answer")
-
-
-def list_command(
-    state: Annotated[str | None, typer.Option(
-        "--state", help=f"Only runs in this queue state ({', '.join(QUEUE_STATES)}).")] = None,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-) -> None:
-    """List the project's runs, oldest first."""
-    settings, paths = project_context(project)
-    if state is not None and state not in QUEUE_STATES:
-        raise UsageError(f"unknown queue state {state!r}; use one of {', '.join(QUEUE_STATES)}")
-    if not paths.store_file.exists():
-        infos: list[dict[str, Any]] = []
-    else:
-        with open_store(settings, paths.store_file) as store:
-            rows = store.list_runs(state)
-            forks = store.forks_of([r.run_id for r in rows])
-            infos = [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]
-    if as_json:
-        emit_json({"runs": infos})
-        return
-    for info in infos:
-        typer.echo(status_line(info))
-
-
 def answer_command(
-    run: Annotated[str, typer.Argument(help="The waiting run to answer.", show_default=False)],
+    run: RunArg,
     text: Annotated[list[str] | None, typer.Argument(
-        help="The answer as words (a string).", show_default=False)] = None,
+        metavar="[TEXT]...", help="The answer as words (a string).", show_default=False)] = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     force: Annotated[bool, typer.Option(
@@ -197,7 +121,10 @@ def answer_command(
 ) -> None:
     """Answer a run waiting at a checkpoint: queues a continuation run for the host.
 
-    With --session, the continuation's notifications go to that session.
+    With --session, the continuation's notifications go to that session. A
+    run is answered once: a second answer names the continuation it has.
+
+    Example: pi-workflows answer 99624cea yes, ship it
     """
     settings, paths = project_context(project)
     owner = session_id(session)
@@ -208,11 +135,17 @@ def answer_command(
         if not text:
             raise UsageError("give the answer as words, --input-json or --input-file")
         answer = " ".join(text)
-    validate_run_id(run)
-    prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
     with _store(settings, paths) as store:
-        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                     parent_run_id=run, notify_session=owner)
+        run = resolve_run(store, run, paths)
+        _not_answered(store, run)
+        prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
+        try:
+            row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                         parent_run_id=run, notify_session=owner)
+        except ConflictError as exc:
+            if exc.code == "continuation_exists":
+                _not_answered(store, run)  # answered meanwhile: name that continuation
+            raise
         wake_host(store, paths)
     if as_json:
         emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
@@ -221,8 +154,16 @@ def answer_command(
         typer.echo(row.run_id)
 
 
+def _not_answered(store: Store, run: str) -> None:
+    child = store.continuation_of(run)
+    if child is not None:
+        raise ConflictError(f"run {run} was already answered: its continuation is"
+                            f" {child.run_id} ({child.state}); see `pi-workflows status"
+                            f" {child.run_id}`", code="continuation_exists")
+
+
 def cancel_command(
-    run: Annotated[str, typer.Argument(help="The run to cancel.", show_default=False)],
+    run: RunArg,
     no_wait: Annotated[bool, typer.Option(
         "--no-wait", help="Return once the cancel is recorded; do not wait for a running"
                           " run to stop.")] = False,
@@ -236,12 +177,12 @@ def cancel_command(
     it); a run waiting at a checkpoint has its wait closed, so it can no
     longer be answered. A cancel is never dropped.
 
-    Example: pi-workflows cancel 20261201T101859Z-pay-4801f482
+    Example: pi-workflows cancel 99624cea
     """
     settings, paths = project_context(project)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        row = _existing(store, run)
+        row = _existing(store, run, paths)
+        run = row.run_id
         was_waiting = row.state == QueueState.DONE
         row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
         poke(paths.state_dir)
@@ -266,7 +207,7 @@ def cancel_command(
 
 
 def resume_command(
-    run: Annotated[str, typer.Argument(help="The parked run to resume.", show_default=False)],
+    run: RunArg,
     force: Annotated[bool, typer.Option(
         "--force", help="Continue on a workflow file that changed since the run started "
                         "(the change is recorded in the run's trace).")] = False,
@@ -285,9 +226,9 @@ def resume_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        row = _existing(store, run)
+        row = _existing(store, run, paths)
+        run = row.run_id
         if row.state != QueueState.PARKED:
             raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
                              code="not_parked")
@@ -318,26 +259,25 @@ def resume_command(
 
 
 def watch_command(
-    run: Annotated[str, typer.Argument(help="The run to watch.", show_default=False)],
+    run: RunArg,
     project: ProjectOpt = Path("."),
 ) -> None:
     """Follow a run live until it settles (view only: closing it changes nothing).
 
     Exits 0 when the run completed, 1 when it failed or was cancelled, 3 when
     it waits at a checkpoint.
+
+    Example: pi-workflows watch 99624cea
     """
     settings, paths = project_context(project)
-    validate_run_id(run)
     with _store(settings, paths) as store:
-        _existing(store, run)
+        run = _existing(store, run, paths).run_id
         code = watch(store, paths.runs_dir, run, echo=lambda line: typer.echo(line))
     raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
     app.command("run")(run_command)
-    app.command("status")(status_command)
-    app.command("list")(list_command)
     app.command("answer")(answer_command)
     app.command("cancel")(cancel_command)
     app.command("resume")(resume_command)

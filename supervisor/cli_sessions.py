@@ -45,9 +45,11 @@ def _required(session: str | None, command: str) -> str:
 
 
 def start_command(
-    name: Annotated[str, typer.Argument(help="Workflow name (see `pi-workflows workflows`).")],
+    name: Annotated[str, typer.Argument(
+        metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")],
     task: Annotated[list[str] | None, typer.Argument(
-        help="Task words; they become the input {\"task\": \"...\"}.", show_default=False)] = None,
+        metavar="[TASK]...", show_default=False,
+        help="Task words; they become the input {\"task\": \"...\"}.")] = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     session: SessionOpt = None,

@@ -14,14 +14,16 @@ from typing import Annotated, Any
 
 import typer
 
-from ..protocol.discovery import catalog_files, workflow_dirs
+from ..protocol.discovery import SUFFIX, catalog_files, workflow_dirs
 from ..protocol.errors import ExitCode
 from ..protocol.settings import Settings
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .isolated import load_summary
 
-_FileArg = Annotated[Path, typer.Argument(help="The workflow file to check.",
-                                          show_default=False)]
+_FileArg = Annotated[str, typer.Argument(
+    metavar="FILE", show_default=False,
+    help="The workflow file to check, or the name of one of the project's (or the global)"
+         " workflows.")]
 
 
 def _debug() -> bool:
@@ -81,6 +83,8 @@ def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None
 
     Each file is imported in a process of its own, within the load bound: a
     file that hangs or exits at import is listed as an error.
+
+    Example: pi-workflows workflows --json
     """
     settings, paths = project_context(project)
     listing = _listing(settings, paths.project)
@@ -90,17 +94,38 @@ def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None
         _print_catalog(listing)
 
 
-def validate(file: _FileArg, as_json: JsonOpt = False) -> None:
-    """Check one workflow file: prints "ok NAME DIGEST", or one line per problem."""
-    summary = load_summary(str(file))
+def _workflow_file(settings: Settings, project: Path, file: str) -> Path:
+    """FILE as given, or a bare workflow name found in the project's, then the global, dir."""
+    given = Path(file).expanduser()
+    if given.exists() or "/" in file or file.endswith(".py"):
+        return given
+    for directory in workflow_dirs(settings, project):
+        candidate = directory / f"{file}{SUFFIX}"
+        if candidate.is_file():
+            return candidate
+    return given
+
+
+def validate(file: _FileArg, project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
+    """Check one workflow file: prints "ok NAME DIGEST", or one line per problem.
+
+    FILE may also be a workflow's name: the project's definition, else the
+    global one (--project names the project). The file is imported in a
+    process of its own, within the load bound.
+
+    Example: pi-workflows validate .pi/workflows/review.workflow.py
+    """
+    settings, paths = project_context(project)
+    file_path = _workflow_file(settings, paths.project, file)
+    summary = load_summary(str(file_path))
     if not summary["ok"]:
         if _debug() and summary.get("traceback"):
             sys.stderr.write(summary["traceback"])
         if as_json:
-            emit_json({"ok": False, "path": str(file), "error": summary["error"],
+            emit_json({"ok": False, "path": str(file_path), "error": summary["error"],
                        "problems": summary["problems"]})
         for problem in summary["problems"]:
-            sys.stderr.write(f"{file}: {' '.join(problem.split())}\n")
+            sys.stderr.write(f"{file_path}: {' '.join(problem.split())}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     if as_json:
         emit_json({"ok": True, "name": summary["name"], "digest": summary["digest"],

@@ -120,3 +120,64 @@ def test_private_dirs_and_log_file_modes(tmp_path: Path) -> None:
 def test_missing_project_directory_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="project directory does not exist"):
         resolve_paths(load_settings(), tmp_path / "nope")
+
+
+def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    monkeypatch.setenv("PI_WORKFLOWS_CONFIG", str(path))
+    return path
+
+
+def test_an_unknown_config_key_names_the_file_and_suggests_the_key(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _config(tmp_path, monkeypatch, "lease_ms = 30000\nlease_mss = 5\n")
+    with pytest.raises(UsageError) as caught:
+        load_settings()
+    assert caught.value.message == (f"unknown key 'lease_mss' in the config file {path};"
+                                    " did you mean 'lease_ms'?")
+    assert caught.value.code == "config_invalid"
+    _config(tmp_path, monkeypatch, "[xyzzy]\nconcurrency = 2\n")  # a table is a key too
+    with pytest.raises(UsageError, match=r"unknown key .xyzzy. .*known keys: agent_reminders"):
+        load_settings()
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('lease_ms = "soon"', "invalid setting lease_ms in the config file {path}: expected an"
+                          " integer >= 100: Input should be a valid integer"),
+    ("lease_ms = 5", "invalid setting lease_ms in the config file {path}: expected an integer"
+                     " >= 100: Input should be greater than or equal to 100"),
+    ('fsync = "sometimes"', "invalid setting fsync in the config file {path}: expected one of"
+                            " always, node, never"),
+    ("concurrency = 0", "invalid setting concurrency in the config file {path}: expected an"
+                        " integer >= 1 and <= 256 (or left out)"),
+    ('standby = "maybe"', "invalid setting standby in the config file {path}: expected true"
+                          " or false"),
+    ("lease_ms = ", "the config file {path} is not valid TOML: "),
+])
+def test_a_bad_config_value_names_the_file_the_key_and_the_type(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, expected: str) -> None:
+    path = _config(tmp_path, monkeypatch, text + "\n")
+    with pytest.raises(UsageError) as caught:
+        load_settings()
+    assert caught.value.message.startswith(expected.format(path=path)), caught.value.message
+    assert "\n" not in caught.value.message
+
+
+def test_a_bad_environment_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PI_WORKFLOWS_DRAIN_GRACE_S", "long")
+    with pytest.raises(UsageError, match=r"^invalid setting drain_grace_s \(environment"
+                                         r" variable PI_WORKFLOWS_DRAIN_GRACE_S\): expected"
+                                         r" a number >= 0"):
+        load_settings()
+
+
+def test_config_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('fsnyc = "always"\n')
+    env = {**os.environ, "PI_WORKFLOWS_CONFIG": str(config)}
+    proc = subprocess.run([sys.executable, "-m", "pi_workflows", "list", "--project",
+                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"pi-workflows: error: unknown key 'fsnyc' in the config file"
+                           f" {config}; did you mean 'fsync'?\n")

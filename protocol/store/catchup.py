@@ -24,8 +24,10 @@ from .records import QueueRow
 Q = QueueState
 FIRST = -1  # pending_from while a session's first sync is being delivered
 # A finished run whose bundle waits at a checkpoint, and no live continuation.
+# A wait closed by `cancel` (``close_wait``: the cancel flag on a done row) is over.
 _WAITING = (
-    f"(q.state = '{Q.DONE}' AND EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = q.run_id"
+    f"(q.state = '{Q.DONE}' AND q.cancel_requested = 0"
+    " AND EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = q.run_id"
     f" AND e.type = '{Q.DONE}' AND e.payload LIKE '%\"runStatus\":\"waiting\"%')"
     " AND NOT EXISTS (SELECT 1 FROM workflow_run_queue c WHERE c.parent_run_id = q.run_id"
     f" AND c.state NOT IN {sql_list(frozenset({Q.FAILED, Q.CANCELLED}))}))"

@@ -1,15 +1,22 @@
-"""Read-only views of the run queue: one run, a listing, a session's reservation.
+"""Read-only views of the run queue: one run, a listing, a session's reservation, chains.
 
-Deferred (read) transactions only; nothing here changes a row. No sqlite3.
+Also finds the runs a short run reference (a prefix, or the trailing hex part)
+may mean, and the continuations that link runs into chains. Deferred (read)
+transactions only; nothing here changes a row. No sqlite3.
 """
 
 from __future__ import annotations
 
 from ..errors import UsageError
 from ..limits import validate_run_id
-from ..states import ACTIVE, QUEUE_STATES, sql_list
+from ..states import ACTIVE, QUEUE_STATES, QueueState, sql_list
 from .base import StoreBase
 from .records import QueueRow
+
+# A continuation in these states frees its parent's one-continuation slot
+# (the schema's workflow_run_queue_one_continuation index says the same).
+_GAVE_UP: frozenset[QueueState] = frozenset({QueueState.FAILED, QueueState.CANCELLED})
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 class QueueReads(StoreBase):
@@ -43,6 +50,56 @@ class QueueReads(StoreBase):
                 for row in rows:
                     found.setdefault(str(row["forked_from"]), []).append(str(row["run_id"]))
         return found
+
+    def recent_runs(self, *, workflow: str | None = None, since_ms: int | None = None,
+                    limit: int | None = None) -> list[QueueRow]:
+        """Runs newest first, optionally of one workflow and created at or after ``since_ms``."""
+        where: list[str] = ["1 = 1"]
+        params: list[str | int] = []
+        if workflow is not None:
+            where.append("workflow = ?")
+            params.append(workflow)
+        if since_ms is not None:
+            where.append("created_at >= ?")
+            params.append(since_ms)
+        params.append(-1 if limit is None else limit)  # SQLite: a negative LIMIT is none
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all(f"SELECT * FROM workflow_run_queue WHERE {' AND '.join(where)}"
+                          " ORDER BY created_at DESC, run_id DESC LIMIT ?", params)
+        return [QueueRow.from_row(r) for r in rows]
+
+    def match_run_ids(self, text: str, *, limit: int = 10) -> list[str]:
+        """Run ids that start with ``text``, or whose part after the last ``-`` does.
+
+        Oldest first, at most ``limit``. The hex form is only tried for
+        hexadecimal text, so ``status 99624cea`` finds ``...-review-99624cea``.
+        """
+        with self._db.transaction(write=False) as tx:
+            found = [r["run_id"] for r in tx.all(
+                "SELECT run_id FROM workflow_run_queue WHERE substr(run_id, 1, ?) = ?"
+                " ORDER BY created_at, run_id LIMIT ?", (len(text), text, limit))]
+            if set(text) <= _HEX:
+                # Hex digits have no LIKE wildcards; the exact test is below.
+                rows = tx.all("SELECT run_id FROM workflow_run_queue WHERE run_id LIKE ?"
+                              " ORDER BY created_at, run_id", (f"%-{text}%",))
+                found += [r["run_id"] for r in rows if r["run_id"] not in found
+                          and r["run_id"].rsplit("-", 1)[-1].startswith(text)]
+        return found[:limit]
+
+    def continuations(self) -> dict[str, str]:
+        """Parent run id -> its live continuation (one that did not fail or was cancelled)."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT parent_run_id, run_id FROM workflow_run_queue WHERE"
+                          f" parent_run_id IS NOT NULL AND state NOT IN {sql_list(_GAVE_UP)}")
+        return {r["parent_run_id"]: r["run_id"] for r in rows}
+
+    def continuation_of(self, parent_run_id: str) -> QueueRow | None:
+        """The parent's live continuation, if it has one."""
+        validate_run_id(parent_run_id)
+        with self._db.transaction(write=False) as tx:
+            row = tx.one("SELECT * FROM workflow_run_queue WHERE parent_run_id = ? AND state"
+                         f" NOT IN {sql_list(_GAVE_UP)}", (parent_run_id,))
+        return None if row is None else QueueRow.from_row(row)
 
     def session_run(self, session: str) -> QueueRow | None:
         """The session's reservation, else the latest run it started or is told about."""
