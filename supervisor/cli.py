@@ -103,6 +103,10 @@ from .cli_agents import register as _register_agents  # noqa: E402
 
 _register_agents(app)
 
+from .cli_logs import register as _register_logs  # noqa: E402
+
+_register_logs(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

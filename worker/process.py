@@ -43,6 +43,7 @@ from ..protocol.workerconfig import WorkerConfig
 from .control import Control
 from .engine import PARKED, Engine
 from .runner import execute_claim
+from .stream import OutputStreams
 
 if TYPE_CHECKING:  # Pi support is imported with the first agent run, not at boot
     from .agent import AgentHooks, AgentRequest, AgentResult
@@ -265,8 +266,13 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
     threading.Thread(target=_renew, args=(settings, claim, control, lost, stop),
                      daemon=True, name="pi-workflows-renew").start()
 
+    # Shell output while it runs, through a writer of its own (its own lock handle).
+    streams = OutputStreams(BundleWriter(Bundle(paths.runs_dir, claim.run_id), store,
+                                         claim.token, fsync="never").stream_output)
+
     def on_engine(engine: Engine) -> None:
         engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")
+        engine.output = streams
 
     agent = _LazyAgent(lambda: pi_executor(settings, paths, store, claim))
     try:
