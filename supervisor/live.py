@@ -13,6 +13,7 @@ drawing and nothing else. Imports rich, ``protocol`` and supervisor views.
 
 from __future__ import annotations
 
+import re
 import time
 from collections import deque
 from contextlib import suppress
@@ -48,9 +49,16 @@ LINE_CHARS = 400  # one tail line, at most (a minified file is one long line)
 MARKS = {"pending": ("·", "dim"), "running": ("●", "yellow"), "done": ("✓", "green"),
          "failed": ("✗", "red"), "timed out": ("✗", "red"), "stopped": ("■", "magenta"),
          "skipped": ("–", "dim"), "waiting": ("?", "cyan"), "interrupted": ("‖", "yellow")}
+# Escape sequences and control characters a command may print (colours, progress bars).
+_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 _END_EVENTS = {"run_completed": RunStatus.COMPLETED, "run_failed": RunStatus.FAILED,
                "run_timed_out": RunStatus.TIMED_OUT, "run_cancelled": RunStatus.CANCELLED,
                "run_waiting": RunStatus.WAITING}
+
+
+def _clean(line: str) -> str:
+    """A line as a terminal would leave it: after its last carriage return, no escapes."""
+    return _CONTROL.sub("", line.rstrip("\r").rsplit("\r", 1)[-1])[:LINE_CHARS]
 
 
 @dataclass
@@ -211,13 +219,13 @@ class LiveView:
             self.partial[stream] = rest
         style = "red" if stream == "stderr" else ""
         for line in lines:
-            self.tail.append(Text(line[:LINE_CHARS], style=style))
+            self.tail.append(Text(_clean(line), style=style))
 
     def _agent(self, record: dict[str, Any]) -> None:
         kind = record.get("kind")
         if kind == "text":
             for line in str(record.get("text", "")).splitlines()[-TAIL_LINES:]:
-                self.tail.append(Text(line[:LINE_CHARS]))
+                self.tail.append(Text(_clean(line)))
         elif kind == "tool_start":
             self.tail.append(Text(f"tool {record.get('tool')} "
                                   f"{str(record.get('args', ''))[:200]}", style="cyan"))
@@ -248,10 +256,12 @@ class LiveView:
         parts: list[RenderableType] = [head, grid]
         lines = list(self.tail)
         if self.current is not None:
-            lines += [Text(rest[:LINE_CHARS]) for rest in self.partial.values() if rest]
+            lines += [Text(_clean(rest)) for rest in self.partial.values() if rest]
         if self.current is not None and lines:
-            parts.append(Panel(Text("\n").join(lines[-TAIL_LINES:]), title=escape(self.current),
-                               title_align="left", border_style="dim", expand=True))
+            shown = Text("\n").join(lines[-TAIL_LINES:])
+            shown.no_wrap, shown.overflow = True, "ellipsis"  # one row per line
+            parts.append(Panel(shown, title=escape(self.current), title_align="left",
+                               border_style="dim", expand=True))
         return Group(*parts)
 
     def _draw(self, force: bool = False) -> None:

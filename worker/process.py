@@ -267,8 +267,8 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
                      daemon=True, name="pi-workflows-renew").start()
 
     # Shell output while it runs, through a writer of its own (its own lock handle).
-    streams = OutputStreams(BundleWriter(Bundle(paths.runs_dir, claim.run_id), store,
-                                         claim.token, fsync="never").stream_output)
+    live = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token, fsync="never")
+    streams = OutputStreams(live.stream_output, lambda: live.bundle.output_path.stat().st_size)
 
     def on_engine(engine: Engine) -> None:
         engine.on_node = lambda node: set_title(f"pi-workflows worker {args.run} node={node}")

@@ -6,7 +6,8 @@ the output as it is produced and ``logs --follow`` can tail it. The step's
 result (its ``stdout``/``stderr`` in the trace) stays the record of what the
 command printed; this file is evidence for people and is never read back by
 the engine. Each attempt's copy is capped per stream; past the cap one
-``truncated`` record is written and the rest is dropped. Writes go through a
+``truncated`` record is written and the rest is dropped; the whole file is
+capped too. Writes go through a
 fenced bundle writer; a failing write never fails the step, it only stops
 the copy. Imports ``protocol``.
 """
@@ -22,6 +23,7 @@ from typing import Any
 from ..protocol.clock import now_ms
 
 MAX_STREAM_BYTES = 1_048_576  # per stream and attempt, whatever the node allows
+MAX_RUN_BYTES = 64 * 1_048_576  # the whole file: a step in a loop must not fill the disk
 FLUSH_S = 0.1
 Write = Callable[[list[dict[str, Any]]], None]
 
@@ -94,10 +96,19 @@ class OutputStream:
 
 
 class OutputStreams:
-    """Where a run's shell steps stream to: one ``OutputStream`` per attempt."""
+    """Where a run's shell steps stream to: one ``OutputStream`` per attempt.
 
-    def __init__(self, write: Write) -> None:
+    ``size`` tells how large the file already is; once it holds
+    ``MAX_RUN_BYTES``, a new attempt's copy is only its ``truncated`` mark.
+    """
+
+    def __init__(self, write: Write, size: Callable[[], int] = lambda: 0) -> None:
         self._write = write
+        self._size = size
 
     def open(self, node_id: str, attempt_id: str, limit: int) -> OutputStream:
-        return OutputStream(self._write, node_id, attempt_id, limit)
+        try:
+            full = self._size() >= MAX_RUN_BYTES
+        except OSError:
+            full = False  # not written yet
+        return OutputStream(self._write, node_id, attempt_id, 0 if full else limit)

@@ -13,7 +13,7 @@ from pi_workflows.protocol.states import Outcome
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.nodes import Watch, run_shell
-from pi_workflows.worker.stream import MAX_STREAM_BYTES, OutputStream
+from pi_workflows.worker.stream import MAX_RUN_BYTES, MAX_STREAM_BYTES, OutputStream, OutputStreams
 
 from ._helpers import deadline_poll
 
@@ -73,6 +73,12 @@ def test_the_copy_stops_at_its_cap_with_one_truncated_mark_and_keeps_utf8_whole(
     marks = [r for r in sink.records if r.get("truncated")]
     assert len(marks) == 1 and marks[0] is sink.records[-1]
     assert OutputStream(sink, "n", "a", 1 << 40)._limit == MAX_STREAM_BYTES
+    # A run whose copy is full already: a new attempt only says it was cut.
+    full = OutputStreams(sink, lambda: MAX_RUN_BYTES).open("n", "b", 1 << 20)
+    full.feed("stdout", b"dropped")
+    full.close()
+    assert sink.records[-1] == {**sink.records[-1], "attemptId": "b", "truncated": True}
+    assert "dropped" not in sink.text()
 
 
 @pytest.mark.timeout(30)

@@ -165,6 +165,11 @@ def test_plain_words() -> None:
     assert person_text({"exitCode": 0, "stdout": "ok\n", "stderr": "", "truncated": False}) \
         == "ok"
     assert error_text("node_timed_out", None) == "it ran out of time [node_timed_out]"
+    from pi_workflows.supervisor.live import _clean
+
+    # A progress bar and colours stay out of the view's layout; a CRLF line stays.
+    assert _clean("10%\r50%\r\x1b[32mdone\x1b[0m\x07 ok") == "done ok"
+    assert _clean("windows line\r") == "windows line"
 
 
 @pytest.mark.timeout(60)
