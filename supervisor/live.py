@@ -41,9 +41,11 @@ from .wording import (
     notify_message,
     outcome_word,
     person_text,
+    shell_output,
 )
 
 TAIL_LINES = 12
+FAILED_LINES = 5  # of a failed command's output, kept above the view
 REFRESH_S = 0.1
 LINE_CHARS = 400  # one tail line, at most (a minified file is one long line)
 MARKS = {"pending": ("·", "dim"), "running": ("●", "yellow"), "done": ("✓", "green"),
@@ -202,6 +204,11 @@ class LiveView:
             self._print(Text(f"✗ {node_id} {outcome_word(outcome)}{took}: "
                              f"{error_text(result.get('errorCode'), result.get('error'))}",
                              style="red"))
+            output = p.get("output")
+            if isinstance(output, dict) and shell_output(output):  # its last words
+                said = str(output.get("stderr") or output.get("stdout") or "")
+                for line in said.rstrip("\n").splitlines()[-FAILED_LINES:]:
+                    self._print(Text(f"  {_clean(line)}", style="dim"))
         message = notify_message(p.get("output"))
         if message is not None:
             self.told.add(message)

@@ -14,16 +14,13 @@ from typing import Any
 
 from ..protocol.states import Outcome, RunStatus
 
-# Error codes whose message alone does not say what happened or what to do.
+# Error codes whose message speaks the runner's jargon: said in these words instead.
 _CODE_WORDS = {
-    "effect_indeterminate": "it was interrupted earlier mid-way and may or may not have taken"
-                            " effect, so it was not run again",
+    "effect_indeterminate": "it was interrupted earlier while it ran and may or may not have"
+                            " taken effect; it is not marked idempotent, so it was not run"
+                            " again",
     "effect_conflict": "an earlier attempt recorded a different command for this step,"
                        " so it was neither reused nor run again",
-    "node_timed_out": "it ran out of time",
-    "shell_nonzero_exit": "the command failed",
-    "max_steps_exceeded": "the run took more steps than the workflow allows",
-    "source_changed": "the workflow file changed since the run started",
 }
 
 _EFFECT_WORDS = {
@@ -57,9 +54,10 @@ def outcome_word(outcome: str | None) -> str:
 def error_text(code: str | None, message: str | None) -> str:
     """The error as a person reads it; the code stays, in brackets, for searching."""
     words = _CODE_WORDS.get(code or "")
-    text = message or words or "it failed"
-    if words and message and words not in message:
-        text = f"{words}: {message}"
+    text = message or "it failed"
+    if words:
+        where = text.split(": ", 1)[0] + ": " if text.startswith("node '") else ""
+        text = where + words
     return f"{text} [{code}]" if code else text
 
 

@@ -164,7 +164,13 @@ def test_plain_words() -> None:
     assert person_text({"kind": "final", "message": "all built"}) == "all built"
     assert person_text({"exitCode": 0, "stdout": "ok\n", "stderr": "", "truncated": False}) \
         == "ok"
-    assert error_text("node_timed_out", None) == "it ran out of time [node_timed_out]"
+    assert error_text("node_timed_out", "the node did not finish within 3 s") == \
+        "the node did not finish within 3 s [node_timed_out]"
+    assert error_text("effect_indeterminate", "node 'pay': an earlier attempt of this effect"
+                      " was interrupted") == ("node 'pay': it was interrupted earlier while it"
+                                              " ran and may or may not have taken effect; it"
+                                              " is not marked idempotent, so it was not run"
+                                              " again [effect_indeterminate]")
     from pi_workflows.supervisor.live import _clean
 
     # A progress bar and colours stay out of the view's layout; a CRLF line stays.
