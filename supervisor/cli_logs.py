@@ -26,7 +26,7 @@ from ..protocol.states import CLAIMED, TERMINAL
 from ..protocol.store import Store
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .cli_runs import _existing, _store
-from .steplogs import INTERRUPTED, RUNNING, StepLog, read_steps
+from .steplogs import INTERRUPTED, RUNNING, WAITING, StepLog, read_steps
 from .wording import duration_text, error_text, notify_message, outcome_word, shell_output
 
 POLL_S = 0.2
@@ -41,7 +41,7 @@ def header(log: StepLog) -> str:
     where = f"step {log.step}, " if log.step is not None else ""
     how = outcome_word(log.outcome) if log.outcome not in (RUNNING, INTERRUPTED) \
         else log.outcome
-    if log.ended_at is not None:
+    if log.ended_at is not None and log.outcome != WAITING:
         how += f" in {duration_text(log.ended_at - log.started_at)}"
     return f"=== {log.node_id} ({where}attempt {log.attempt_id}): {how} ===\n"
 
@@ -75,7 +75,10 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
         if log.streamed and not skip_stream:
             parts.append(_text(streamed(log)))
         message = notify_message(value)
-        if message is not None:
+        if log.outcome == WAITING and isinstance(value, dict):
+            summary = value.get("summary")
+            parts.append("waiting for an answer" + (f": {summary}\n" if summary else "\n"))
+        elif message is not None:
             parts.append(_text(message))
         elif isinstance(value, str):
             parts.append(_text(value))
