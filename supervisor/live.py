@@ -115,8 +115,8 @@ class LiveView:
         if status in SETTLED_STATUSES:
             self.status = status
             for node in self.nodes.values():
-                if node.state == "pending":
-                    node.state = "skipped"
+                if node.state == "pending" and status != RunStatus.WAITING:
+                    node.state = "skipped"  # a waiting run may still get there
         else:
             for node in self.nodes.values():
                 if node.state == "running":

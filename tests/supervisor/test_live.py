@@ -138,6 +138,7 @@ def test_a_notify_message_is_text_and_a_checkpoint_names_the_answer_command(
     assert "» the build is ready" in text and '"message"' not in text
     assert "? waiting for an answer at ask" in text and "ship it?" in text
     assert 'answer it: pi-workflows answer r1 "your answer"' in text
+    assert re.search(r"· never\s+pending", text) and "skipped" not in text
 
 
 @pytest.mark.timeout(20)
