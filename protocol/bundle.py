@@ -1,7 +1,7 @@
 """Run bundles: the on-disk record of one run, and its fenced writer.
 
 Owns the bundle layout (manifest, definition snapshot, projection, trace,
-processes, session/, artifacts/), the write order of every transition
+processes, session/, artifacts/, output.ndjson), the write order of every transition
 (fence -> trace line -> state.json -> manifest), the fsync policy, and
 torn-tail repair. Imports protocol modules only; never the engine.
 """
@@ -92,6 +92,7 @@ class Bundle:
         self.trace_path = self.dir / "trace.ndjson"
         self.processes_path = self.dir / "processes.json"
         self.session_dir = self.dir / "session"
+        self.output_path = self.dir / "output.ndjson"  # shell output while it runs
         self.artifacts = ArtifactDir(self.dir / "artifacts")
 
     def exists(self) -> bool:
@@ -378,6 +379,13 @@ class BundleWriter:
         data = b"".join((compact_json(r) + "\n").encode() for r in records)
         with self._fence():
             append_line(self.bundle.session_dir / "events.ndjson", data, sync=False)
+
+    def stream_output(self, records: list[dict[str, Any]]) -> None:
+        """Append shell output as it is produced to ``output.ndjson`` (never fsynced:
+        the step's result in the trace is the record; this is for people watching)."""
+        data = b"".join((compact_json(r) + "\n").encode() for r in records)
+        with self._fence():
+            append_line(self.bundle.output_path, data, sync=False)
 
     def write_processes(self, processes: dict[str, Any]) -> None:
         # Never fsynced: after a power loss no recorded process is alive anyway.

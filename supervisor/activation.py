@@ -23,6 +23,7 @@ from ..protocol.settings import Paths, Settings
 from ..protocol.states import CLAIMED, QueueState
 from ..protocol.store import Claim, QueueRow, Store
 from .oslayer import OsLayer
+from .runview import RunView
 from .session import Echo, SessionRunner, session_runner
 
 Q = QueueState
@@ -57,16 +58,18 @@ def _nothing(message: str) -> Activation:
     return Activation(ExitCode.OK, message)
 
 
-def activate(store: Store, settings: Settings, paths: Paths, session: str, *, echo: Echo,
+def activate(store: Store, settings: Settings, paths: Paths, session: str, *,
+             echo: Echo | None = None, view: RunView | None = None,
              os_layer: OsLayer | None = None) -> int:
     """Start (or recover) this session's launch here and show it; the run's exit code.
 
     With nothing to activate it says so and returns 0.
     """
-    with session_runner(store, settings, paths, echo=echo, os_layer=os_layer) as runner:
+    with session_runner(store, settings, paths, echo=echo, view=view,
+                        os_layer=os_layer) as runner:
         found = _claim(store, paths, session, runner)
         if isinstance(found, Activation):
-            echo(found.message)
+            runner.echo(found.message)
             return ExitCode.OK if found.code is None else found.code
         return runner.drive(found)
 
@@ -99,8 +102,9 @@ def _claim(store: Store, paths: Paths, session: str,
 
 
 def run_in_session(store: Store, settings: Settings, paths: Paths, prepared: Prepared,
-                   session: str, *, echo: Echo, os_layer: OsLayer | None = None) -> int:
+                   session: str, *, echo: Echo | None = None, view: RunView | None = None,
+                   os_layer: OsLayer | None = None) -> int:
     """``run NAME --session S``: ``start`` and ``activate`` in one command."""
     start(store, prepared, session)
-    return activate(store, settings, paths, session, echo=echo, os_layer=os_layer)
+    return activate(store, settings, paths, session, echo=echo, view=view, os_layer=os_layer)
 

@@ -141,6 +141,10 @@ from .cli_fork import register as _register_fork  # noqa: E402
 
 _register_fork(app)
 
+from .cli_logs import register as _register_logs  # noqa: E402
+
+_register_logs(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

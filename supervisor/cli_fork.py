@@ -14,18 +14,22 @@ from typing import Annotated
 
 import typer
 
-from ..protocol.errors import NotFound
 from ..protocol.fork import fork_run
-from ..protocol.limits import validate_run_id
-from ..protocol.store import open_store
-from .cli_options import JsonOpt, ProjectOpt, SessionOpt, emit_json, project_context, session_id
+from .cli_options import (
+    JsonOpt,
+    ProjectOpt,
+    RunArg,
+    SessionOpt,
+    emit_json,
+    project_context,
+    session_id,
+)
 from .cli_runs import wake_host
+from .runref import existing_row, project_store
 
 
 def fork_command(
-    run: Annotated[str, typer.Argument(
-        help="The run to fork: one that failed, completed or was cancelled.",
-        show_default=False)],
+    run: RunArg,
     from_node: Annotated[str | None, typer.Option(
         "--from", metavar="NODE", show_default=False,
         help="The node the fork starts at (default: the node a failed run failed at).")] = None,
@@ -43,18 +47,15 @@ def fork_command(
     current workflow file. RUN itself is never changed. With --session the
     fork's notifications go to that session.
 
-    Example: pi-workflows fork 20261201T083022Z-pipeline-025acc92 --from build
+    RUN is one that failed, completed or was cancelled.
+
+    Example: pi-workflows fork 99624cea --from build
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    validate_run_id(run)
-    if not paths.store_file.exists():
-        raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
-                       code="no_store")
-    with open_store(settings, paths.store_file) as store:
-        row = store.get(run)
-        if row is None:
-            raise NotFound(f"no run {run} in this project", code="run_not_found")
+    with project_store(settings, paths) as store:
+        row = existing_row(store, run, paths)
+        run = row.run_id
         plan, queued = fork_run(store, paths.runs_dir, row, from_node, force=force,
                                 notify_session=owner, fsync=settings.fsync)
         wake_host(store, paths)

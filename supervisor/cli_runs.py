@@ -42,6 +42,7 @@ from .cli_options import (
 from .runref import existing_row as _existing
 from .runref import project_store as _store
 from .runref import resolve_run
+from .runview import JsonLinesView, terminal_view
 from .session import run_attached, session_runner
 from .sync import host_running
 from .views import run_status
@@ -78,12 +79,12 @@ def run_command(
     raw = parse_input(task, input_json, input_file)
     prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
     if not detach:
-        echo = (lambda line: None) if as_json else typer.echo
-        with open_store(settings, paths.store_file) as store:
+        with open_store(settings, paths.store_file) as store, \
+                terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
             if owner is None:
-                code = run_attached(store, settings, paths, prepared, echo=echo)
+                code = run_attached(store, settings, paths, prepared, view=view)
             else:
-                code = run_in_session(store, settings, paths, prepared, owner, echo=echo)
+                code = run_in_session(store, settings, paths, prepared, owner, view=view)
             if as_json:
                 row = store.get(prepared.run_id)
                 emit_json(run_status(row, paths.runs_dir) if row else {"runId": prepared.run_id})
@@ -244,8 +245,8 @@ def resume_command(
             # loop that could not be recorded): this is that person.
             row = store.unblock(run)
         if here or owner is not None:
-            echo = (lambda line: None) if as_json else typer.echo
-            with session_runner(store, settings, paths, echo=echo) as runner:
+            with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view, \
+                    session_runner(store, settings, paths, view=view) as runner:
                 code = runner.drive(store.claim_by_id(run, runner.runner_id, session=owner))
             if as_json:
                 found = store.get(run)
@@ -261,18 +262,26 @@ def resume_command(
 def watch_command(
     run: RunArg,
     project: ProjectOpt = Path("."),
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the run's trace events as JSON lines, as they are written.")
+    ] = False,
 ) -> None:
     """Follow a run live until it settles (view only: closing it changes nothing).
 
     Exits 0 when the run completed, 1 when it failed or was cancelled, 3 when
     it waits at a checkpoint.
 
-    Example: pi-workflows watch 99624cea
+    Example: pi-workflows watch 99624cea --json
     """
     settings, paths = project_context(project)
     with _store(settings, paths) as store:
         run = _existing(store, run, paths).run_id
-        code = watch(store, paths.runs_dir, run, echo=lambda line: typer.echo(line))
+        if as_json:
+            code = watch(store, paths.runs_dir, run, view=JsonLinesView(
+                typer.echo, lambda line: typer.echo(line, err=True)))
+        else:
+            with terminal_view(typer.echo, project=paths.project) as view:
+                code = watch(store, paths.runs_dir, run, view=view)
     raise typer.Exit(code)
 
 

@@ -31,6 +31,7 @@ from .cli_options import (
     project_context,
     session_id,
 )
+from .runview import terminal_view
 from .views import run_status
 
 FOLLOW_POLL_S = 0.2
@@ -94,8 +95,8 @@ def activate_command(
     settings, paths = project_context(project)
     owner = _required(session, "activate")
     with open_store(settings, paths.store_file) as store:
-        code = activate(store, settings, paths, owner,
-                        echo=(lambda line: None) if as_json else typer.echo)
+        with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
+            code = activate(store, settings, paths, owner, view=view)
         if as_json:
             mine = store.session_run(owner)
             emit_json({"session": owner,

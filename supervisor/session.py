@@ -39,6 +39,7 @@ from ..protocol.wire import PARK_MARGIN_S, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .claims import after_exit, give_back
 from .oslayer import OsLayer, RealOs
+from .runview import PlainView, RunView, as_view
 from .watch import TraceFollower, ended_without_bundle
 from .workers import WorkerHandle
 
@@ -67,6 +68,16 @@ class SessionRunner:
     runner_id: str = field(
         default_factory=lambda: f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}")
     stops: list[int] = field(default_factory=list)
+    view: RunView | None = None  # how the run is shown (default: ``echo``'s plain lines)
+
+    def __post_init__(self) -> None:
+        if self.view is None:
+            self.view = PlainView(self.echo)
+
+    @property
+    def shown(self) -> RunView:
+        assert self.view is not None
+        return self.view
 
     def drive(self, claim: Claim) -> int:
         """Run ``claim`` in one worker, shown live; return the documented exit code."""
@@ -84,8 +95,7 @@ class SessionRunner:
             now=time.monotonic())
         follower = TraceFollower(Bundle(paths.runs_dir, claim.run_id))
         code = self._follow(worker, follower)
-        for line in follower.lines():
-            self.echo(line)
+        self._show(follower)
         if after_exit(store, self.os, key, claim, code):
             if code == WorkerExit.BOOT_ERROR:
                 self._boot_failed(claim)
@@ -109,8 +119,7 @@ class SessionRunner:
         """Show the trace until the worker exits; a stop signal asks it to park."""
         asked: float | None = None
         while (code := worker.poll()) is None:
-            for line in follower.lines():
-                self.echo(line)
+            self._show(follower)
             now = time.monotonic()
             if self.stops and asked is None:
                 self.echo("parking the run (a host resumes it); press Ctrl-C again to stop"
@@ -124,8 +133,14 @@ class SessionRunner:
             time.sleep(POLL_S)
         return int(code)
 
+    def _show(self, follower: TraceFollower) -> None:
+        with suppress(OSError):  # a closed terminal must not stop a park
+            self.shown.show(follower)
+
     def _outcome(self, run_id: str, follower: TraceFollower) -> int:
         row = self.store.get(run_id)
+        with suppress(OSError):
+            self.shown.end(follower, row)
         if row is None:
             self.echo(f"run {run_id} is gone; see `pi-workflows list`")
             return ExitCode.PARKED
@@ -148,10 +163,16 @@ class SessionRunner:
 
 
 @contextmanager
-def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo,
+def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo | None = None,
+                   view: RunView | None = None,
                    os_layer: OsLayer | None = None) -> Iterator[SessionRunner]:
-    """This process registered as a session runner, with its stop signals recorded."""
-    runner = SessionRunner(store, settings, paths, quiet_when_gone(echo), os_layer or RealOs())
+    """This process registered as a session runner, with its stop signals recorded.
+
+    The run is shown by ``view``, or else as plain lines through ``echo``.
+    """
+    shown = as_view(echo, view)
+    runner = SessionRunner(store, settings, paths, quiet_when_gone(shown.say),
+                           os_layer or RealOs(), view=shown)
     store.register_runner(runner.runner_id, "session", os.getpid(), process_start_time(),
                           host_name())
     previous = {sig: signal.signal(sig, lambda signum, _frame: runner.stops.append(signum))
@@ -165,9 +186,11 @@ def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo
 
 
 def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
-                 echo: Echo, os_layer: OsLayer | None = None) -> int:
+                 echo: Echo | None = None, view: RunView | None = None,
+                 os_layer: OsLayer | None = None) -> int:
     """``run NAME`` without a session: inserted already claimed, owned here from birth."""
-    with session_runner(store, settings, paths, echo=echo, os_layer=os_layer) as runner:
+    with session_runner(store, settings, paths, echo=echo, view=view,
+                        os_layer=os_layer) as runner:
         claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
                                        runner.runner_id)
         return runner.drive(claim)

@@ -1,17 +1,20 @@
 """A live, read-only view of one run: its trace as it grows, until it settles.
 
-Owns formatting trace events for a terminal and following a run's bundle
-from a remembered byte offset. Watching never writes anything: closing the
-view changes nothing about the run. Imports ``protocol`` only.
+Owns formatting trace events as plain lines and following a run's bundle
+(its trace, agent capture and live shell output) from remembered byte
+offsets; how they are shown is a ``supervisor.runview`` view. Watching
+never writes anything: closing the view changes nothing about the run.
+Imports ``protocol`` (and ``supervisor.runview`` for its views).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.errors import ExitCode
@@ -24,6 +27,9 @@ from ..protocol.states import (
     seen_status,
 )
 from ..protocol.store import QueueRow, Store
+
+if TYPE_CHECKING:
+    from .runview import RunView
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -95,6 +101,10 @@ class _Tail:
     def records(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size < self.offset:
+                    # Rewritten shorter (a resume cut a torn tail): read it again;
+                    # the caller skips what it has already seen.
+                    self.offset, self.pending = 0, b""
                 fh.seek(self.offset)
                 chunk = fh.read()
         except FileNotFoundError:
@@ -112,21 +122,49 @@ class _Tail:
         return out
 
 
+# What a follower yields: ("trace", event), ("agent", capture record) or
+# ("output", a chunk of a shell step's output from ``output.ndjson``).
+Item = tuple[str, dict[str, Any]]
+
+
+def plain_line(item: Item) -> str | None:
+    """The plain line of one item; shell output has none (plain output stays as it was)."""
+    kind, record = item
+    if kind == "trace":
+        return describe(record)
+    if kind == "agent":
+        return describe_capture(record)
+    return None
+
+
 class TraceFollower:
-    """A run as it happens: its trace, and its agents' captured text and tool calls."""
+    """A run as it happens: its trace, its agents' captured text and tool calls, and
+    its shell steps' output while they run."""
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
         self._trace = _Tail(bundle.trace_path)
         self._capture = _Tail(bundle.session_dir / "events.ndjson")
+        self._output = _Tail(bundle.output_path)
+        self._seq = 0
+
+    def items(self) -> list[Item]:
+        """Everything written since the last call, in time order (the trace first on a tie)."""
+        found: list[tuple[int, int, Item]] = []
+        for event in self._trace.records():
+            seq = event.get("seq")
+            if isinstance(seq, int):
+                if seq <= self._seq:
+                    continue  # seen before the trace was rewritten
+                self._seq = seq
+            found.append((int(event.get("at", 0)), 0, ("trace", event)))
+        for order, (kind, tail) in enumerate((("agent", self._capture),
+                                              ("output", self._output)), start=1):
+            found.extend((int(r.get("at", 0)), order, (kind, r)) for r in tail.records())
+        return [item for _, _, item in sorted(found, key=lambda f: (f[0], f[1]))]
 
     def lines(self) -> list[str]:
-        items = [(int(e.get("at", 0)), 0, describe(e)) for e in self._trace.records()]
-        for record in self._capture.records():
-            line = describe_capture(record)
-            if line is not None:
-                items.append((int(record.get("at", 0)), 1, line))
-        return [line for _, _, line in sorted(items, key=lambda item: (item[0], item[1]))]
+        return [line for line in map(plain_line, self.items()) if line is not None]
 
     def status(self) -> str | None:
         if not self.bundle.exists():
@@ -145,29 +183,34 @@ def ended_without_bundle(row: QueueRow) -> str:
     return f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip()
 
 
-def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None],
-          poll_s: float = 0.2) -> int:
-    """Print the run's events as they are written; return the exit code for how it ended."""
+def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None] | None = None,
+          view: RunView | None = None, poll_s: float = 0.2) -> int:
+    """Show the run's events as they are written; return the exit code for how it ended."""
+    from .runview import as_view
+
+    shown = as_view(echo, view)
     follower = TraceFollower(Bundle(runs_dir, run_id))
     said: str | None = None
     while True:
-        for line in follower.lines():
-            echo(line)
+        shown.show(follower)
         row = store.get(run_id)
         if row is None:
-            echo(f"run {run_id} is gone from the queue")
+            shown.say(f"run {run_id} is gone from the queue")
             return ExitCode.USAGE
         status = follower.status()
         if row.state in TERMINAL:
+            shown.show(follower)  # the bundle settles before the queue: its last events
+            shown.end(follower, row)
             if status not in SETTLED_STATUSES:
-                echo(ended_without_bundle(row))
+                shown.say(ended_without_bundle(row))
             seen = seen_status(row.state, status, row.cancel_requested)
             if seen != status:
-                echo("cancelled while it waited")
+                shown.say("cancelled while it waited")
             code = exit_code(row.state, seen)
             return ExitCode.RUN_FAILED if code is None else code
         if row.state in UNOWNED and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
-            echo(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host` running?)")
+            shown.say(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host`"
+                      " running?)")
         said = row.state
         time.sleep(poll_s)

@@ -40,6 +40,7 @@ from .control import Control
 from .effects import EffectStore
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch
 from .steps import run_step
+from .stream import OutputStreams
 
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle.
@@ -91,6 +92,7 @@ class Engine:
         self.monotonic = monotonic
         self.state: RunState = {}
         self.on_node: OnNode | None = None  # process titles
+        self.output: OutputStreams | None = None  # shell output while it runs
         # The store's cancel flag is read by the fence of every write; these
         # events are refused once it is set (the run is cancelled instead).
         writer.cancel_gate = CANCEL_GATE
@@ -348,7 +350,7 @@ class Engine:
         results = {**self.state["results"], node_id: record}
         event = "node_finished" if ok else "node_failed"
         payload: dict[str, Any] = {"result": record, "next": nxt}
-        if ok:
+        if ok or output is not None:  # a failed shell step's output is evidence for `logs`
             payload["output"] = output
         self._transition(event, payload, {
             "outputs": outputs, "results": results, "currentNode": nxt, "currentAttempt": None,

@@ -14,12 +14,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.limits import safe_error_message
 from ..protocol.spawn import DEVNULL, PIPE, TimeoutExpired, signal_group, spawn
 from ..protocol.states import Outcome
 from .control import Control
+
+if TYPE_CHECKING:
+    from .stream import OutputStream
 
 # How long a stopped node gets to finish by itself before it is abandoned (a
 # callable) or its process group is killed (a shell command).
@@ -121,11 +124,15 @@ def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -
     return NodeOutcome(Outcome.OK, output=box.get("value"))
 
 
-def _reader(stream: Any, limit: int, out: dict[str, Any], key: str) -> None:
+def _reader(stream: Any, limit: int, out: dict[str, Any], key: str,
+            live: OutputStream | None) -> None:
     kept = bytearray()
     total = 0
-    while chunk := stream.read(65536):
+    # read1: whatever the pipe holds now, so a line printed before a pause is seen at once.
+    while chunk := stream.read1(65536):
         total += len(chunk)
+        if live is not None:
+            live.feed(key, chunk)
         if len(kept) < limit:
             kept.extend(chunk[: limit - len(kept)])
     out[key] = bytes(kept)
@@ -134,8 +141,12 @@ def _reader(stream: Any, limit: int, out: dict[str, Any], key: str) -> None:
 
 def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
               stdin: str | None, max_output_bytes: int, allow_nonzero_exit: bool,
-              watch: Watch, timeout_s: float | None) -> NodeOutcome:
-    """Run a command in its own process group; kill the group when it must stop."""
+              watch: Watch, timeout_s: float | None,
+              live: OutputStream | None = None) -> NodeOutcome:
+    """Run a command in its own process group; kill the group when it must stop.
+
+    ``live`` gets a copy of the output as it is produced (``worker.stream``).
+    """
     try:
         proc = spawn(argv, cwd=cwd, env=env,
                      stdin=PIPE if stdin is not None else DEVNULL,
@@ -143,7 +154,8 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
     except OSError as exc:
         return error_outcome(exc, "shell_spawn_failed")
     out: dict[str, Any] = {}
-    readers = [threading.Thread(target=_reader, args=(s, max_output_bytes, out, k), daemon=True)
+    readers = [threading.Thread(target=_reader, args=(s, max_output_bytes, out, k, live),
+                                daemon=True)
                for s, k in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]
     for t in readers:
         t.start()
@@ -167,11 +179,15 @@ def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
                 signal_group(proc, signal.SIGKILL)
                 proc.wait()
             break
+        if live is not None:
+            live.tick()
         time.sleep(POLL_S)
     # Background children that kept the pipes open must not hold the node.
     signal_group(proc, signal.SIGKILL)
     for t in readers:
         t.join(watch.stop_grace_s)
+    if live is not None:
+        live.close()
     if reason:
         return _stopped(reason, timeout_s)
     code = proc.returncode

@@ -44,6 +44,7 @@ from ..protocol.workerconfig import WorkerConfig
 from .control import Control
 from .engine import PARKED, Engine
 from .runner import execute_claim
+from .stream import OutputStreams
 
 if TYPE_CHECKING:  # Pi support is imported with the first agent run, not at boot
     from .agent import AgentHooks, AgentRequest, AgentResult
@@ -281,9 +282,13 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
                      daemon=True, name="pi-workflows-renew").start()
 
     key = project_key(paths.project)
+    # Shell output while it runs, through a writer of its own (its own lock handle).
+    live = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token, fsync="never")
+    streams = OutputStreams(live.stream_output, lambda: live.bundle.output_path.stat().st_size)
 
     def on_engine(engine: Engine) -> None:
         engine.on_node = lambda node: set_title(worker_title(key, args.run, f"node={node}"))
+        engine.output = streams
 
     agent = _LazyAgent(lambda: pi_executor(settings, paths, store, claim))
     try:

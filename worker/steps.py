@@ -37,6 +37,7 @@ from .nodes import (
     shell_argv,
     shell_env,
 )
+from .stream import OutputStreams
 
 
 class StepHost(Protocol):
@@ -47,6 +48,7 @@ class StepHost(Protocol):
     workflow_name: str | None
     effects: EffectStore
     agent: AgentExecutor | None
+    output: OutputStreams | None  # a live copy of shell output, when the bundle takes one
 
     def note(self, event_type: str, payload: dict[str, Any], node_id: str,
              attempt_id: str) -> None: ...
@@ -138,10 +140,12 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
                    "step": step}
 
         def execute() -> NodeOutcome:
+            live = None if host.output is None else host.output.open(
+                node.id, ctx.attempt_id, shell_node.max_output_bytes)
             return run_shell(argv, cwd=cwd, env=env, stdin=stdin,
                              max_output_bytes=shell_node.max_output_bytes,
                              allow_nonzero_exit=shell_node.allow_nonzero_exit, watch=watch,
-                             timeout_s=timeout_s)
+                             timeout_s=timeout_s, live=live)
 
     def note(what: str, payload: dict[str, Any]) -> None:
         host.note("effect_recorded", {"effect": what, **payload}, ctx.node_id, ctx.attempt_id)
