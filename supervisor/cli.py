@@ -103,6 +103,10 @@ from .cli_agents import register as _register_agents  # noqa: E402
 
 _register_agents(app)
 
+from .cli_maint import register as _register_maint  # noqa: E402
+
+_register_maint(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -160,6 +160,41 @@ def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
         conn.close()
 
 
+def sqlite_version() -> str:
+    """The SQLite library's version (for ``doctor``)."""
+    return sqlite3.sqlite_version
+
+
+def check_layout(path: Path) -> str | None:
+    """Verify an existing store's layout without writing or creating anything.
+
+    Raises what opening it would (``StoreIncompatible``, ``StoreError``);
+    returns the schema id, or None for an empty file (the next opener lays
+    it out). For ``doctor``, which must change nothing.
+    """
+    wal = path.with_name(path.name + "-wal")
+    if not path.exists() and wal.exists() and wal.stat().st_size > 0:
+        raise _orphan_wal(path)
+    if not path.is_file():
+        raise UsageError(f"the store file {path} is not a file", code="store_path_invalid")
+    if path.stat().st_size == 0:
+        return None
+    try:
+        objects, schema_id = _read_layout(path)
+    except sqlite3.DatabaseError as exc:
+        err = classify(exc)
+        if isinstance(err, StoreTransientError):
+            raise err from None
+        raise _reset_instruction(path, f"not a readable SQLite store: {exc}") from None
+    if not objects:
+        return None
+    if schema_id != SCHEMA_ID:
+        raise _reset_instruction(path, f"schema {schema_id or 'unknown'}, need {SCHEMA_ID}")
+    if objects != expected_layout():
+        raise _reset_instruction(path, "table layout differs from " + SCHEMA_ID)
+    return SCHEMA_ID
+
+
 class Database:
     """One connection to the store file, used by one thread."""
 
