@@ -138,10 +138,15 @@ def _orphan_wal(path: Path) -> StoreIncompatible:
     )
 
 
-def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
-    """Read the schema objects and schema id without writing anything."""
+def _read_layout(path: Path, *, immutable: bool = False
+                 ) -> tuple[list[tuple[str, str, str]], str | None]:
+    """Read the schema objects and schema id without writing anything.
+
+    ``immutable`` also creates no ``-wal``/``-shm`` files: only for a store at
+    rest (no such files), whose every page is in the main file.
+    """
     # A percent-encoded URI: a path with '?', '#' or '%' must not be parsed as a query.
-    uri = path.absolute().as_uri() + "?mode=ro"
+    uri = path.absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
     conn = sqlite3.connect(uri, uri=True, timeout=5.0)
     try:
         objects = [
@@ -179,6 +184,14 @@ def check_layout(path: Path) -> str | None:
         raise UsageError(f"the store file {path} is not a file", code="store_path_invalid")
     if path.stat().st_size == 0:
         return None
+    if not _sidecars(path):
+        # At rest: read it without leaving SQLite's -wal/-shm behind. A writer
+        # that opened it meanwhile may make that read wrong: a mismatch is
+        # read again the ordinary way before it is believed.
+        with contextlib.suppress(sqlite3.DatabaseError):
+            objects, schema_id = _read_layout(path, immutable=True)
+            if schema_id == SCHEMA_ID and objects == expected_layout():
+                return SCHEMA_ID
     try:
         objects, schema_id = _read_layout(path)
     except sqlite3.DatabaseError as exc:
