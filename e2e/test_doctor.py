@@ -68,8 +68,9 @@ def test_loose_permissions_fail_and_name_each_path(project: Project) -> None:
     assert code == 1 and out["ok"] is False
     perm = checks["permissions"]
     assert perm["level"] == "fail"
-    assert f"{project.paths.runs_dir} (0755, want 0700)" in perm["paths"]
-    assert f"{state} (0644, want 0600)" in perm["paths"]
+    assert sorted(perm["paths"]) == sorted([str(project.paths.runs_dir), str(state)])
+    assert f"{project.paths.runs_dir} (0755, want 0700)" in perm["message"]
+    assert f"{state} (0644, want 0600)" in perm["message"]
     human = project.cli("doctor", check=False)
     assert human.returncode == 1
     line = next(x for x in human.stdout.splitlines() if x.startswith("FAIL"))

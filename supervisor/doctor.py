@@ -92,15 +92,15 @@ def check_store(paths: Paths) -> Check:
     return Check("store", "ok", f"{schema} at {store}")
 
 
-def _loose(path: Path, want: int) -> str | None:
-    """``path (mode)`` if group or others have any access; None if it is private or gone."""
+def _loose(path: Path) -> int | None:
+    """The mode of ``path`` if group or others have any access; None if private or gone."""
     try:
         info = os.lstat(path)
     except OSError:
         return None
     if stat.S_ISLNK(info.st_mode) or not info.st_mode & 0o077:
         return None
-    return f"{path} ({stat.S_IMODE(info.st_mode):04o}, want {want:04o})"
+    return stat.S_IMODE(info.st_mode)
 
 
 def _walk(root: Path) -> list[tuple[Path, bool]]:
@@ -131,20 +131,22 @@ def check_permissions(paths: Paths) -> Check:
         for path, is_dir in _walk(root):
             (dirs if is_dir else files).append(path)
     seen: set[Path] = set()
-    loose = []
+    loose: list[tuple[Path, str]] = []
     for path, want in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
         if path in seen:
             continue
         seen.add(path)
-        found = _loose(path, want)
-        if found is not None:
-            loose.append(found)
+        mode = _loose(path)
+        if mode is not None:
+            loose.append((path, f"{path} ({mode:04o}, want {want:04o})"))
     if not loose:
         return Check("permissions", "ok", f"{paths.state_dir} and everything in it are private"
                      " (directories 0700, files 0600)")
-    shown = "; ".join(loose[:3]) + (f"; and {len(loose) - 3} more" if len(loose) > 3 else "")
-    return Check("permissions", "fail", f"{len(loose)} path(s) readable by others: {shown};"
-                 " fix with chmod (go-rwx)", tuple(loose[:MAX_LISTED]))
+    shown = "; ".join(text for _, text in loose[:3])
+    more = f"; and {len(loose) - 3} more" if len(loose) > 3 else ""
+    return Check("permissions", "fail", f"{len(loose)} path(s) open to group or others:"
+                 f" {shown}{more}; fix with chmod go-rwx",
+                 tuple(str(path) for path, _ in loose[:MAX_LISTED]))
 
 
 def lock_holder(path: Path) -> int | None:

@@ -82,13 +82,15 @@ def blocker(chain: Chain, cutoff: int) -> Hold | None:
     return None
 
 
-def _members(tx: Tx, where: str = "", params: tuple[str, ...] = ()) -> list[ChainMember]:
-    rows = tx.all(f"{_MEMBER_SQL} q {where} ORDER BY created_at, run_id", params)
+def _members(tx: Tx, ids: tuple[str, ...] | None = None) -> list[ChainMember]:
+    """The chain facts of ``ids`` (every run when None), read in the caller's transaction."""
+    only = "" if ids is None else f" AND q.run_id IN ({', '.join('?' * len(ids))})"
+    params = () if ids is None else ids
+    rows = tx.all(f"{_MEMBER_SQL} q WHERE 1{only} ORDER BY created_at, run_id", params)
     waiting = {r["run_id"] for r in tx.all(
-        f"SELECT q.run_id FROM workflow_run_queue q WHERE {_WAITING}"
-        + (f" AND q.run_id IN ({', '.join('?' * len(params))})" if params else ""), params)}
+        f"SELECT q.run_id FROM workflow_run_queue q WHERE {_WAITING}{only}", params)}
     owed: dict[str, str] = {}
-    for r in tx.all(_OWED_SQL):
+    for r in tx.all(f"SELECT q.* FROM ({_OWED_SQL}) q WHERE 1{only}", params):
         owed.setdefault(r["run_id"], r["session_id"])
     return [ChainMember(r["run_id"], r["workflow"], QueueState(r["state"]), r["parent_run_id"],
                         int(r["settled_at"]), r["run_id"] in waiting, owed.get(r["run_id"]))
@@ -149,7 +151,7 @@ class RetentionOps(StoreBase):
         with self._db.transaction() as tx:
             linked = _component(tx, run_ids[0])
             ids = tuple(sorted(linked))
-            members = _members(tx, f"WHERE run_id IN ({', '.join('?' * len(ids))})", ids)
+            members = _members(tx, ids)
             present = {m.run_id for m in members}
             if not present:
                 return Hold("gone", "already removed")
