@@ -5,13 +5,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.errors import ExitCode, UsageError
-from pi_workflows.protocol.paths import Paths
+from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import Store
+from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 from pi_workflows.supervisor.gc import Report, collect_garbage, format_age, parse_duration
 
 from ..conftest import FakeClock
@@ -187,3 +190,27 @@ def test_a_bundle_without_a_row_that_gc_did_not_journal_is_never_touched(
     report = _gc(store, paths, clock)
     assert [r.run_id for r in report.removed] == ["a"]
     assert orphan.is_dir()
+
+
+def test_a_run_a_live_process_uses_stays(store: Store, clock: FakeClock, tmp_path: Path) -> None:
+    paths = _paths(tmp_path, store)
+    chatted = _done(store, paths, "chatted")  # an interactive Pi on its conversation
+    _done(store, paths, "worked")  # a worker (or its agent) that has not exited yet
+    _done(store, paths, "free")
+    sleeper = [sys.executable, "-c", "import sys, time; print(1, flush=True); time.sleep(60)"]
+    marker = marker_value(project_key(paths.project), "runner-x", "worked")
+    procs = [subprocess.Popen([*sleeper, "--session", str(chatted / "session" / "pi.jsonl")],
+                              stdout=subprocess.PIPE),
+             subprocess.Popen(sleeper, stdout=subprocess.PIPE, env={**os.environ,
+                                                                    MARKER_ENV: marker})]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline()  # it is up
+        report = _gc(store, paths, clock)
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    assert [r.run_id for r in report.removed] == ["free"]
+    assert {k.run_id: k.reason for k in report.kept} == {"chatted": "in_use", "worked": "in_use"}
+    assert sorted(r.run_id for r in _gc(store, paths, clock).removed) == ["chatted", "worked"]
