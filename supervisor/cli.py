@@ -145,6 +145,10 @@ from .cli_logs import register as _register_logs  # noqa: E402
 
 _register_logs(app)
 
+from .cli_maint import register as _register_maint  # noqa: E402
+
+_register_maint(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

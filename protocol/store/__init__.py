@@ -13,7 +13,7 @@ from ..clock import Clock, now_ms
 from .base import intent_id_for
 from .catchup import CatchUp, CatchUpOps
 from .claims import ClaimOps
-from .db import Database
+from .db import Database, check_layout, sqlite_version
 from .effects import EffectOps
 from .feed import FeedOps
 from .queue import QueueOps
@@ -29,6 +29,7 @@ from .records import (
     RunSource,
     TurnIntent,
 )
+from .retention import Chain, ChainMember, Hold, RetentionOps
 from .runners import RunnerOps
 from .schema import SCHEMA_ID
 
@@ -36,12 +37,14 @@ if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
     from ..settings import Settings
 
 __all__ = [
-    "SCHEMA_ID", "CatchUp", "Claim", "Effect", "Notification", "QueueRow", "Renewal", "RunEvent",
-    "RunSource", "RunnerRow", "Store", "TurnIntent", "intent_id_for", "open_store",
+    "SCHEMA_ID", "CatchUp", "Chain", "ChainMember", "Claim", "Effect", "Hold", "Notification",
+    "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store", "TurnIntent",
+    "check_layout", "intent_id_for", "open_store", "sqlite_version",
 ]
 
 
-class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, EffectOps):
+class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, EffectOps,
+            RetentionOps):
     """All store operations over one connection (use one ``Store`` per thread)."""
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,

@@ -138,10 +138,15 @@ def _orphan_wal(path: Path) -> StoreIncompatible:
     )
 
 
-def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
-    """Read the schema objects and schema id without writing anything."""
+def _read_layout(path: Path, *, immutable: bool = False
+                 ) -> tuple[list[tuple[str, str, str]], str | None]:
+    """Read the schema objects and schema id without writing anything.
+
+    ``immutable`` also creates no ``-wal``/``-shm`` files: only for a store at
+    rest (no such files), whose every page is in the main file.
+    """
     # A percent-encoded URI: a path with '?', '#' or '%' must not be parsed as a query.
-    uri = path.absolute().as_uri() + "?mode=ro"
+    uri = path.absolute().as_uri() + ("?immutable=1" if immutable else "?mode=ro")
     conn = sqlite3.connect(uri, uri=True, timeout=5.0)
     try:
         objects = [
@@ -158,6 +163,49 @@ def _read_layout(path: Path) -> tuple[list[tuple[str, str, str]], str | None]:
         return objects, schema_id
     finally:
         conn.close()
+
+
+def sqlite_version() -> str:
+    """The SQLite library's version (for ``doctor``)."""
+    return sqlite3.sqlite_version
+
+
+def check_layout(path: Path) -> str | None:
+    """Verify an existing store's layout without writing or creating anything.
+
+    Raises what opening it would (``StoreIncompatible``, ``StoreError``);
+    returns the schema id, or None for an empty file (the next opener lays
+    it out). For ``doctor``, which must change nothing.
+    """
+    wal = path.with_name(path.name + "-wal")
+    if not path.exists() and wal.exists() and wal.stat().st_size > 0:
+        raise _orphan_wal(path)
+    if not path.is_file():
+        raise UsageError(f"the store file {path} is not a file", code="store_path_invalid")
+    if path.stat().st_size == 0:
+        return None
+    if not _sidecars(path):
+        # At rest: read it without leaving SQLite's -wal/-shm behind. A writer
+        # that opened it meanwhile may make that read wrong: a mismatch is
+        # read again the ordinary way before it is believed.
+        with contextlib.suppress(sqlite3.DatabaseError):
+            objects, schema_id = _read_layout(path, immutable=True)
+            if schema_id == SCHEMA_ID and objects == expected_layout():
+                return SCHEMA_ID
+    try:
+        objects, schema_id = _read_layout(path)
+    except sqlite3.DatabaseError as exc:
+        err = classify(exc)
+        if isinstance(err, StoreTransientError):
+            raise err from None
+        raise _reset_instruction(path, f"not a readable SQLite store: {exc}") from None
+    if not objects:
+        return None
+    if schema_id != SCHEMA_ID:
+        raise _reset_instruction(path, f"schema {schema_id or 'unknown'}, need {SCHEMA_ID}")
+    if objects != expected_layout():
+        raise _reset_instruction(path, "table layout differs from " + SCHEMA_ID)
+    return SCHEMA_ID
 
 
 class Database:
