@@ -6,6 +6,7 @@ import typer
 from pi_workflows.protocol.commands import COMMAND_WORDS
 from pi_workflows.supervisor.cli import app
 
+
 def test_command_words_are_exactly_the_cli_commands() -> None:
     # A command added without its word would let a workflow take the same
     # name, and a word without a command would refuse a name for nothing.
