@@ -32,6 +32,7 @@ from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
+from ..protocol.throttle import Throttle, held_note
 from ..protocol.titles import host_title, set_title
 from ..protocol.wire import PARK_MARGIN_S, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
@@ -52,8 +53,15 @@ SPAWN_RETRY_S = 1.0
 SETTLE_LOCK_S = 2.0
 
 
+# A full disk or a held lock repeats the same warning many times a second.
+STORE_WARNINGS = Throttle()
+
+
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
-    logger.warning("store busy ({}); backing off {:.2f} s (retry {})", exc, delay, attempt + 1)
+    held = STORE_WARNINGS.due(exc.code)
+    if held is not None:
+        logger.warning("{}; backing off {:.2f} s (retry {}){}", exc, delay, attempt + 1,
+                       held_note(held))
 
 
 def default_concurrency() -> int:

@@ -21,7 +21,8 @@ from loguru import logger
 
 from ..protocol.errors import StoreTransientError
 from ..protocol.retry import backoff_delays
-from .host import Host, StartupReport
+from ..protocol.throttle import held_note
+from .host import STORE_WARNINGS, Host, StartupReport
 from .listener import Listener
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -83,7 +84,10 @@ class HostServer:
                 except StoreTransientError as exc:
                     delay = self._store_delay(self._store_failures)
                     self._store_failures += 1
-                    logger.warning("store busy ({}); backing off {:.2f} s", exc, delay)
+                    held = STORE_WARNINGS.due(exc.code)
+                    if held is not None:
+                        logger.warning("{}; backing off {:.2f} s{}", exc, delay,
+                                       held_note(held))
                     time.sleep(delay)
                     continue
                 if host.stopping and (not host.workers or host.quick):

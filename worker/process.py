@@ -28,6 +28,7 @@ from ..protocol.processes import child_record, self_record, with_entry
 from ..protocol.retry import retry_store, with_retries
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, Store
+from ..protocol.throttle import Throttle, held_note
 from ..protocol.titles import set_title, worker_title
 from ..protocol.wire import (
     CONFIG_ENV,
@@ -154,8 +155,13 @@ class _LazyLog:
 _LOG = _LazyLog()
 
 
+_STORE_WARNINGS = Throttle()
+
+
 def _log_retry(attempt: int, exc: StoreTransientError, delay: float) -> None:
-    _LOG.warn(f"store busy ({exc}); retry {attempt + 1} in {delay:.2f} s")
+    held = _STORE_WARNINGS.due(exc.code)
+    if held is not None:
+        _LOG.warn(f"{exc}; retry {attempt + 1} in {delay:.2f} s{held_note(held)}")
 
 
 def load_config(project: str) -> WorkerConfig:
