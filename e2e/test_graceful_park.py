@@ -9,11 +9,12 @@ or a grace that runs out, leaves the effect ``indeterminate``.
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
 
-from .harness import Project, wait_for
+from .harness import Project, alive, wait_for
 from .sessions_kit import Terminal
 
 EFFECT = """
@@ -84,6 +85,21 @@ def test_a_grace_that_runs_out_leaves_the_effect_indeterminate(project: Project)
     assert project.row(run_id).state == "parked"
     project.release()
     project.start_host()
+    wait_for(lambda: project.row(run_id).state == "failed", what="the resumed run to fail")
+    assert project.row(run_id).error_code == "effect_indeterminate"
+    assert project.lines("ledger") == ["start"]  # never rerun: it may have happened
+
+
+@pytest.mark.timeout(120)
+def test_a_hard_kill_leaves_the_effect_indeterminate(project: Project) -> None:
+    project.write_workflow("pay", EFFECT)
+    project.start_host()
+    run_id = project.detach("pay")
+    wait_for(lambda: project.lines("ledger") == ["start"], what="the effect to start")
+    worker = next(p for p in project.state_processes(run_id) if p["role"] == "worker")
+    os.kill(worker["pid"], signal.SIGKILL)  # no grace at all; the host restarts the run
+    wait_for(lambda: not alive(worker["pid"]), what="the worker to go")
+    project.release()
     wait_for(lambda: project.row(run_id).state == "failed", what="the resumed run to fail")
     assert project.row(run_id).error_code == "effect_indeterminate"
     assert project.lines("ledger") == ["start"]  # never rerun: it may have happened
