@@ -19,7 +19,8 @@ from ..protocol.settings import Settings
 from ..protocol.store import Store
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 from .doctor import Check, check_pi, check_python, run_checks
-from .gc import Report, collect_garbage, format_age, format_bytes, parse_duration
+from .gc import Report, collect_garbage, format_bytes, parse_duration
+from .timefmt import duration
 
 _KEPT_WORDS = {"open": "in an open chain", "waiting": "waiting at a checkpoint",
                "undelivered": "with undelivered messages", "recent": "chained to a newer run",
@@ -80,7 +81,7 @@ def gc_command(
         typer.echo(f"finished removing {len(report.finished)} run(s) an interrupted gc left")
     for line in report.removed:
         typer.echo(f"{verb} {line.run_id}  {line.workflow}  {line.state}"
-                   f"  settled {format_age(line.age_ms)} ago")
+                   f"  settled {duration(line.age_ms)} ago")
     typer.echo(_summary(report))
 
 

@@ -21,7 +21,6 @@ and ``supervisor.gc_bundles``.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import threading
 from collections.abc import Callable
@@ -30,11 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt
-from ..protocol.errors import LimitError, UsageError
+from ..protocol.errors import LimitError
 from ..protocol.paths import Paths, project_key
 from ..protocol.states import TERMINAL, QueueState, RunStatus, display_state
 from ..protocol.store import Chain, ChainMember, Hold, Store
 from ..protocol.store.retention import blocker
+from . import timefmt
 from .gc_bundles import (
     NotABundle,
     bundle_dir,
@@ -50,30 +50,11 @@ from .gc_bundles import (
 )
 
 PAUSE_ENV = "PI_WORKFLOWS_GC_PAUSE"  # test seam: journaled | deleted | trashed
-_UNITS = {"s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
 
 
 def parse_duration(text: str) -> int:
-    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` -> milliseconds; anything else: UsageError."""
-    found = _DURATION.fullmatch(text)
-    if found is None:
-        shown = text if len(text) <= 40 else text[:40] + "…"
-        raise UsageError(f"invalid duration {shown!r} for --older-than: give a whole number and"
-                         " a unit (s, m, h, d or w), for example 30d, 12h, 90m, 45s or 2w",
-                         code="duration_invalid")
-    return int(found.group(1)) * _UNITS[found.group(2)]
-
-
-def format_age(ms: int) -> str:
-    s = max(ms, 0) // 1000
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86_400:
-        return f"{s // 3600}h {s % 3600 // 60}m"
-    return f"{s // 86_400}d {s % 86_400 // 3600}h"
+    """``--older-than``: ``30d``, ``12h``, ``1h30m`` ... (as ``list --since``) -> milliseconds."""
+    return int(timefmt.parse_duration(text, "--older-than") * 1000)
 
 
 def format_bytes(n: int) -> str:
@@ -98,7 +79,7 @@ class RunLine:
     def as_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"runId": self.run_id, "workflow": self.workflow,
                                 "state": self.state, "settledAt": self.settled_at,
-                                "ageMs": self.age_ms, "age": format_age(self.age_ms)}
+                                "ageMs": self.age_ms, "age": timefmt.duration(self.age_ms)}
         if self.reason is None:
             data.update(bundle=self.has_bundle, bytes=self.bytes)
         else:

@@ -13,7 +13,9 @@ import re
 from ..protocol.errors import UsageError
 
 _UNITS_S: dict[str, int] = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+# ASCII digits only: str.isdigit-style matching would take other scripts' digits.
+_DURATION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])")
+MAX_DURATION_S = 1000 * 365 * 86_400  # beyond any retention or look-back anyone means
 
 
 def duration(ms: int | float) -> str:
@@ -53,4 +55,8 @@ def parse_duration(text: str, option: str = "the duration") -> float:
     if not cleaned or "".join(n + u for n, u in parts) != cleaned:
         raise UsageError(f"{option} {text!r} is not a duration: use a number and a unit"
                          " (s, m, h, d, w), such as 30m, 2h or 7d", code="invalid_duration")
-    return sum(float(number) * _UNITS_S[unit] for number, unit in parts)
+    seconds = sum(float(number) * _UNITS_S[unit] for number, unit in parts)
+    if seconds > MAX_DURATION_S:
+        raise UsageError(f"{option} {text[:40]!r} is longer than 1000 years",
+                         code="invalid_duration")
+    return seconds

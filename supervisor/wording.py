@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.states import Outcome, RunStatus
+from .timefmt import duration
 
 # Error codes whose message speaks the runner's jargon: said in these words instead.
 _CODE_WORDS = {
@@ -38,13 +39,9 @@ _OUTCOME_WORDS: dict[str, str] = {Outcome.OK: "done", Outcome.FAILED: "failed",
 def duration_text(ms: float) -> str:
     """``0.4 s``, ``12.3 s``, ``2 min 05 s``, ``1 h 02 min``: tenths tick below a minute."""
     seconds = max(0.0, ms / 1000)
-    if seconds < 60:
+    if seconds < 60:  # a ticking clock shows tenths, even under a second
         return f"{seconds:.1f} s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return duration(ms)
 
 
 def outcome_word(outcome: str | None) -> str:

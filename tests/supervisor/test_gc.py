@@ -15,7 +15,7 @@ from pi_workflows.protocol.errors import ExitCode, UsageError
 from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
-from pi_workflows.supervisor.gc import Report, collect_garbage, format_age, parse_duration
+from pi_workflows.supervisor.gc import Report, collect_garbage, parse_duration
 
 from ..conftest import FakeClock
 from ..store._helpers import all_rows, put_in_state
@@ -26,24 +26,19 @@ DAY = 86_400_000
 
 @pytest.mark.parametrize(("text", "ms"), [
     ("30d", 30 * DAY), ("12h", 12 * 3_600_000), ("90m", 90 * 60_000), ("45s", 45_000),
-    ("2w", 14 * DAY), ("0s", 0), ("999999999w", 999_999_999 * 7 * DAY),
+    ("2w", 14 * DAY), ("0s", 0), ("1d12h", 36 * 3_600_000), ("1.5h", 90 * 60_000),
+    ("30D", 30 * DAY),  # the same syntax as `list --since`
 ])
 def test_durations(text: str, ms: int) -> None:
     assert parse_duration(text) == ms
 
 
-@pytest.mark.parametrize("text", ["", "30", "d", "30D", "1.5h", "-1d", "30 d", " 30d", "30dd",
-                                  "10y", "1d12h", "1234567890d", "３０d"])
+@pytest.mark.parametrize("text", ["", "30", "d", "-1d", "30dd", "10y", "1234567890d", "３０d"])
 def test_any_other_duration_is_one_usage_error(text: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse_duration(text)
     assert caught.value.exit_code == ExitCode.USAGE
-    assert "for example 30d, 12h, 90m, 45s or 2w" in caught.value.message
-
-
-def test_ages_read_like_a_person_would_say_them() -> None:
-    ages = (5_000, 125_000, 3 * 3_600_000 + 60_000, 31 * DAY + 7_200_000)
-    assert [format_age(ms) for ms in ages] == ["5s", "2m", "3h 1m", "31d 2h"]
+    assert caught.value.message.startswith("--older-than ")
 
 
 def _paths(tmp_path: Path, store: Store) -> Paths:
