@@ -31,7 +31,7 @@ from typing import Any
 from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.errors import LimitError
 from ..protocol.paths import Paths, project_key
-from ..protocol.states import TERMINAL, QueueState, RunStatus, display_state
+from ..protocol.states import TERMINAL, QueueState, RunStatus, display_state, seen_status
 from ..protocol.store import Chain, ChainMember, Hold, Store
 from ..protocol.store.retention import blocker
 from . import timefmt
@@ -138,7 +138,8 @@ def _disk_hold(runs_dir: Path, chain: Chain, statuses: dict[str, str | None],
     for m in chain.members:
         if m.run_id in in_use:
             return Hold("in_use", f"a live process uses {m.run_id}"), {}
-        if statuses[m.run_id] == RunStatus.WAITING and m.run_id not in live_children:
+        seen = seen_status(m.state, statuses[m.run_id], m.cancel_requested)
+        if seen == RunStatus.WAITING and m.run_id not in live_children:
             return Hold("waiting", f"{m.run_id} waits at a checkpoint for an answer"), {}
         try:
             found = bundle_dir(runs_dir, m.run_id)
@@ -150,7 +151,8 @@ def _disk_hold(runs_dir: Path, chain: Chain, statuses: dict[str, str | None],
 
 
 def _line(m: ChainMember, status: str | None, now: int) -> RunLine:
-    return RunLine(m.run_id, m.workflow, display_state(m.state, status), m.settled_at,
+    shown = display_state(m.state, seen_status(m.state, status, m.cancel_requested))
+    return RunLine(m.run_id, m.workflow, shown, m.settled_at,
                    now - m.settled_at)
 
 

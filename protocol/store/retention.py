@@ -1,7 +1,7 @@
 """Retention: which settled chains of runs may be forgotten, and forgetting them.
 
 Owns the store's side of ``pi-workflows gc``: grouping runs into chains (the
-runs linked by ``parent_run_id``: continuations, forks), the rule that says
+runs linked by ``parent_run_id`` or ``forked_from``: continuations, forks), the rule that says
 whether a chain may go (``blocker``), and deleting a chain's rows from every
 table in one transaction that checks the rule again (``remove_chain``), so a
 run that changed or gained a child meanwhile is never deleted. Bundles are
@@ -22,7 +22,7 @@ from .db import Tx
 # Every table that holds rows of a run, children first; the queue row goes last.
 _RUN_TABLES = ("run_events", "workflow_notifications", "workflow_turn_intents", "effects",
                "workflow_run_queue")
-_MEMBER_SQL = ("SELECT run_id, workflow, state, parent_run_id,"
+_MEMBER_SQL = ("SELECT run_id, workflow, state, parent_run_id, forked_from, cancel_requested,"
                " coalesce(finished_at, updated_at) AS settled_at FROM workflow_run_queue")
 # A session has not been told yet: a notification not delivered, a follow-up not resolved.
 _OWED_SQL = ("SELECT run_id, session_id FROM workflow_notifications WHERE delivered_at IS NULL"
@@ -39,6 +39,8 @@ class ChainMember:
     settled_at: int  # finished_at, else updated_at (epoch ms)
     waiting: bool  # done in the queue, waiting at a checkpoint, no live continuation
     owed_to: str | None  # a session still owed a notification or follow-up of this run
+    forked_from: str | None = None  # a fork is linked to its original as a child is
+    cancel_requested: bool = False  # on a done row: its wait was closed by `cancel`
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def _members(tx: Tx, ids: tuple[str, ...] | None = None) -> list[ChainMember]:
     for r in tx.all(f"SELECT q.* FROM ({_OWED_SQL}) q WHERE 1{only}", params):
         owed.setdefault(r["run_id"], r["session_id"])
     return [ChainMember(r["run_id"], r["workflow"], QueueState(r["state"]), r["parent_run_id"],
-                        int(r["settled_at"]), r["run_id"] in waiting, owed.get(r["run_id"]))
+                        int(r["settled_at"]), r["run_id"] in waiting, owed.get(r["run_id"]),
+                        r["forked_from"], bool(r["cancel_requested"]))
             for r in rows]
 
 
@@ -109,8 +112,9 @@ def _group(members: Iterable[ChainMember]) -> list[Chain]:
         return x
 
     for m in ordered:
-        if m.parent_run_id is not None and m.parent_run_id in root:
-            root[find(m.run_id)] = find(m.parent_run_id)
+        for link in (m.parent_run_id, m.forked_from):
+            if link is not None and link in root:
+                root[find(m.run_id)] = find(link)
     groups: dict[str, list[ChainMember]] = {}
     for m in ordered:
         groups.setdefault(find(m.run_id), []).append(m)
@@ -118,7 +122,7 @@ def _group(members: Iterable[ChainMember]) -> list[Chain]:
 
 
 def _component(tx: Tx, run_id: str) -> set[str]:
-    """The ids linked to ``run_id`` through parent edges, as the store says now."""
+    """The ids linked to ``run_id`` through parent and fork edges, as the store says now."""
     seen, todo = set(), [run_id]
     while todo:
         current = todo.pop()
@@ -126,8 +130,11 @@ def _component(tx: Tx, run_id: str) -> set[str]:
             continue
         seen.add(current)
         for r in tx.all("SELECT run_id FROM workflow_run_queue WHERE parent_run_id = ?"
+                        " OR forked_from = ?"
                         " UNION SELECT parent_run_id FROM workflow_run_queue WHERE run_id = ?"
-                        " AND parent_run_id IS NOT NULL", (current, current)):
+                        " AND parent_run_id IS NOT NULL"
+                        " UNION SELECT forked_from FROM workflow_run_queue WHERE run_id = ?"
+                        " AND forked_from IS NOT NULL", (current, current, current, current)):
             todo.append(r["run_id"])
     return seen
 

@@ -78,7 +78,7 @@ def test_a_chain_goes_whole_and_only_when_every_run_of_it_settled(
 
 def blocker_code(store: Store, run_ids: list[str], cutoff: int) -> str | None:
     from pi_workflows.protocol.store.retention import blocker
-    chain = next(c for c in store.chains() if c.run_ids == run_ids)
+    chain = next(c for c in store.chains() if sorted(c.run_ids) == sorted(run_ids))
     hold = blocker(chain, cutoff)
     return None if hold is None else hold.code
 
@@ -157,3 +157,16 @@ def test_a_session_catching_up_after_a_removal_never_goes_back_or_repeats(
     assert store.nothing_new("s1")
     fresh = store.begin_catch_up("s2")
     assert fresh.first and fresh.rows == []
+
+
+def test_a_fork_keeps_its_original_and_a_closed_wait_may_go(
+        store: Store, clock: FakeClock) -> None:
+    _settle(store, "original", "failed")
+    store.enqueue_detached("its-fork", SOURCE, {}, fork=("original", "build"))
+    _settle(store, "closed", "waiting")
+    store.close_wait("closed")  # `cancel` of the waiting run: its wait is over
+    clock.advance(DAY)
+    cutoff = clock.now
+    # The fork is queued: its original stays with it, as one chain.
+    assert blocker_code(store, ["original", "its-fork"], cutoff) == "open"
+    assert _removable(store, cutoff) == [["closed"]]

@@ -209,3 +209,14 @@ def test_a_run_a_live_process_uses_stays(store: Store, clock: FakeClock, tmp_pat
     assert [r.run_id for r in report.removed] == ["free"]
     assert {k.run_id: k.reason for k in report.kept} == {"chatted": "in_use", "worked": "in_use"}
     assert sorted(r.run_id for r in _gc(store, paths, clock).removed) == ["chatted", "worked"]
+
+
+def test_a_wait_closed_by_cancel_goes_and_reads_cancelled(
+        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+    paths = _paths(tmp_path, store)
+    store.finish("closed", put_in_state(store, "closed", "running"), "waiting")
+    _bundle(paths, "closed", status="waiting")  # the bundle keeps its waiting record
+    store.close_wait("closed")
+    report = _gc(store, paths, clock)
+    assert [(r.run_id, r.state) for r in report.removed] == [("closed", "cancelled")]
+    assert store.get("closed") is None and not (paths.runs_dir / "closed").exists()
