@@ -8,6 +8,7 @@ that stops while `cancel` waits can only have learned of it from the nudge.
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -128,3 +129,44 @@ def test_cancelling_an_answered_parent_names_its_continuation(project: Project) 
     child = json.loads(project.cli("answer", run_id, "yes", "--json").stdout)["runId"]
     proc = project.cli("cancel", run_id, check=False)
     assert proc.returncode == 2 and child in proc.stderr
+
+
+EFFECT = """
+from pi_workflows import define_workflow, shell
+
+workflow = define_workflow(
+    start_at="charge",
+    nodes=[shell("charge", "echo start >> ledger; "
+                 "while [ ! -e release ]; do sleep 0.02; done; echo end >> ledger")],
+)
+"""
+
+
+@pytest.mark.timeout(90)
+def test_a_cancel_during_a_host_drain_still_cancels_the_run(slow: Project) -> None:
+    slow.write_workflow("pay", EFFECT)
+    host = slow.start_host()
+    run_id = slow.detach("pay")
+    wait_for(lambda: slow.lines("ledger") == ["start"], what="the effect to start")
+    host.send_signal(signal.SIGTERM)  # a drain: the effect gets its grace to finish
+    out = json.loads(slow.cli("cancel", run_id, "--json").stdout)
+    assert (out["state"], out["runStatus"]) == ("cancelled", "cancelled"), out
+    host.wait(30)
+    assert slow.row(run_id).state == "cancelled"
+    assert [e["type"] for e in slow.events(run_id)][-1] == "run_cancelled"
+
+
+@pytest.mark.timeout(90)
+def test_cancelling_a_queued_fork_settles_its_bundle_too(project: Project) -> None:
+    project.write_workflow("flow", FLOW)
+    host = project.start_host()
+    run_id = project.detach("flow", {"task": "fail"})
+    wait_for(lambda: project.row(run_id).state == "failed", what="the run to fail")
+    project.stop_host(host)
+    fork = project.cli("fork", run_id).stdout.strip()
+    assert project.row(fork).state == "queued"
+    assert project.cli("cancel", fork).stdout.strip() == f"{fork}: cancelled"
+    assert project.state(fork)["status"] == "cancelled"
+    assert [e["type"] for e in project.events(fork)][-1] == "run_cancelled"
+    line = project.cli("status", fork).stdout.splitlines()[0]
+    assert "cancelled/running" not in line and " cancelled" in line

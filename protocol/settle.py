@@ -15,14 +15,14 @@ from .bundle import Bundle, BundleWriter
 from .discovery import load_workflow_file
 from .errors import ClaimLost, TransitionRefused
 from .runstate import ErrorInfo, RunState, ending
-from .states import SETTLED_STATUSES, QueueState
+from .states import SETTLED_STATUSES, UNOWNED, QueueState
 from .store import QueueRow, Store
 
 CANCELLED: ErrorInfo = {"code": "cancelled", "message": "the run was cancelled"}
 
 
 class Unclaimed:
-    """The fence for writing to a parked run without claiming it.
+    """The fence for writing to a parked (or queued) run without claiming it.
 
     Every writer with a claim takes the bundle lock and then checks its
     token; holding the lock while the row is still parked and unclaimed
@@ -36,8 +36,8 @@ class Unclaimed:
 
     def verify(self, run_id: str, token: str) -> QueueRow:
         row = self.store.get(run_id)
-        if row is None or row.state != QueueState.PARKED or row.claim_token is not None:
-            raise ClaimLost(f"run {run_id} is no longer parked")
+        if row is None or row.state not in UNOWNED or row.claim_token is not None:
+            raise ClaimLost(f"run {run_id} is no longer parked or queued")
         return row
 
 
@@ -47,6 +47,9 @@ def _unclaimed_writer(store: Store, bundle: Bundle, fsync: str) -> BundleWriter:
 
 def cancel_parked(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node") -> QueueRow:
     """``parked -> cancelled`` with the terminal event in the bundle first.
+
+    Also for a queued run that already has a bundle (a fork, laid out before
+    it was queued).
 
     ``ClaimLost`` means a runner resumed the run meanwhile: ask its owner
     instead (``request_cancel``). Interrupted between the two writes, the

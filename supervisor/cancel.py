@@ -51,7 +51,8 @@ def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str) -> Queue
         row = store.request_cancel(run_id)
         nudge_worker(runs_dir, run_id)
         return row
-    if row.state == Q.PARKED:
+    if row.state == Q.PARKED or (row.state == Q.QUEUED and Bundle(runs_dir, run_id).exists()):
+        # The bundle is settled first (a queued fork has one already).
         try:
             return cancel_parked(store, runs_dir, run_id, fsync=fsync)
         except ClaimLost:  # a runner resumed it meanwhile: ask its owner
@@ -70,8 +71,8 @@ def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str) -> Queue
     return store.cancel(run_id)
 
 
-def settle_wait(store: Store, runs_dir: Path, run_id: str, *, timeout_s: float = WAIT_S,
-                monotonic: Callable[[], float] = time.monotonic,
+def settle_wait(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node",
+                timeout_s: float = WAIT_S, monotonic: Callable[[], float] = time.monotonic,
                 sleep: Callable[[float], None] = time.sleep) -> Cancelled:
     """Poll until the run is no longer claimed (or ``timeout_s``); how it stands then."""
     deadline = monotonic() + timeout_s
@@ -79,6 +80,13 @@ def settle_wait(store: Store, runs_dir: Path, run_id: str, *, timeout_s: float =
         row = store.get(run_id)
         if row is None:
             raise TransitionRefused(f"run {run_id} vanished from the queue")
+        if row.state == Q.PARKED and row.cancel_requested:
+            # Its owner parked it (a drain) before it saw the request: the
+            # request still stands, so it is carried out here.
+            try:
+                row = cancel_parked(store, runs_dir, run_id, fsync=fsync)
+            except ClaimLost:
+                continue  # a runner took it meanwhile: it sees the flag itself
         if row.state not in CLAIMED or monotonic() >= deadline:
             status = seen_status(row.state, bundle_status(runs_dir, run_id), row.cancel_requested)
             return Cancelled(row, status)

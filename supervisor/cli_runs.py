@@ -189,7 +189,7 @@ def cancel_command(
         poke(paths.state_dir)
         result = cancel.Cancelled(row, None)
         if not no_wait:
-            result = cancel.settle_wait(store, paths.runs_dir, run)
+            result = cancel.settle_wait(store, paths.runs_dir, run, fsync=settings.fsync)
     row, status = result.row, result.status
     stopped = row.state not in CLAIMED
     if as_json:

@@ -46,7 +46,8 @@ OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle.
 PARKED = QueueState.PARKED
 # What a requested cancel forbids: starting a node, and ending any way but cancelled.
-CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed"})
+CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed",
+                         "run_timed_out"})
 
 
 class Notifier(Protocol):
@@ -208,11 +209,13 @@ class Engine:
             status = self.state["status"]
             if status in SETTLED_STATUSES:
                 return str(status)
-            if self.control.park_requested:
-                return PARKED
+            # A cancel beats a park asked for at the same time (a drain): the
+            # person asked for the run to end, not to come back later.
             if self.control.cancel_requested:
                 self._end("run_cancelled", _error("cancelled", "the run was cancelled"))
                 continue
+            if self.control.park_requested:
+                return PARKED
             if self.control.pause_requested:
                 self._pause()
                 continue
