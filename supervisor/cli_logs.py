@@ -21,7 +21,7 @@ import typer
 from ..protocol.bundle import Bundle
 from ..protocol.errors import UsageError
 from ..protocol.jsonenc import compact_json
-from ..protocol.states import CLAIMED, TERMINAL
+from ..protocol.states import CLAIMED, TERMINAL, Outcome, QueueState
 from ..protocol.store import Store
 from .cli_options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 from .runref import existing_row, project_store
@@ -157,6 +157,10 @@ def follow_logs(store: Store, runs_dir: Path, run: str, node: str | None, *,
         settled = row is None or row.state in TERMINAL
         running = row is not None and row.state in CLAIMED
         steps = _steps(bundle, node, running) if bundle.exists() else []
+        if row is not None and row.cancel_requested and row.state == QueueState.DONE:
+            for log in steps:  # the wait was closed by `cancel`: nobody answers it now
+                if log.outcome == WAITING:
+                    log.outcome = Outcome.CANCELLED
         if as_json and not follow:
             collected = [s.as_json() for s in steps]
             break

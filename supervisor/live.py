@@ -30,7 +30,7 @@ from rich.text import Text
 
 from ..protocol.bundle import BundleCorrupt
 from ..protocol.clock import now_ms
-from ..protocol.states import SETTLED_STATUSES, Outcome, RunStatus
+from ..protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ..protocol.store import QueueRow
 from .watch import Item, TraceFollower
 from .wording import (
@@ -112,6 +112,8 @@ class LiveView:
     def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
         self.show(follower)
         status = follower.status()
+        if row is not None:  # a wait closed by `cancel` reads cancelled
+            status = seen_status(row.state, status, row.cancel_requested)
         if status in SETTLED_STATUSES:
             self.status = status
             for node in self.nodes.values():
@@ -126,7 +128,7 @@ class LiveView:
         self._draw(force=True)
         self._stop()
         if status in SETTLED_STATUSES:
-            self._summary(follower)
+            self._summary(follower, status)
 
     def close(self) -> None:
         self._stop()
@@ -299,12 +301,16 @@ class LiveView:
             with suppress(OSError):
                 live.stop()
 
-    def _summary(self, follower: TraceFollower) -> None:
+    def _summary(self, follower: TraceFollower, status: str) -> None:
         try:
             state = follower.bundle.state()
         except (BundleCorrupt, OSError, ValueError):
             return
-        status, run_id = state.get("status"), follower.bundle.run_id
+        run_id = follower.bundle.run_id
+        if status != state.get("status"):  # cancelled while it waited
+            self._print(Text(f"✗ cancelled while it waited at {state.get('waitingNode')}",
+                             style="bold red"))
+            return
         took = ""
         if self.started is not None:
             took = f" in {duration_text(int(state.get('updatedAt') or 0) - self.started)}"

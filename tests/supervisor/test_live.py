@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -139,6 +140,24 @@ def test_a_notify_message_is_text_and_a_checkpoint_names_the_answer_command(
     assert "? waiting for an answer at ask" in text and "ship it?" in text
     assert 'answer it: pi-workflows answer r1 "your answer"' in text
     assert re.search(r"· never\s+pending", text) and "skipped" not in text
+
+
+@pytest.mark.timeout(20)
+def test_a_wait_closed_by_cancel_ends_cancelled_with_no_answer_command(
+        tmp_path: Path) -> None:
+    run, clock = Run(tmp_path), Clock()
+    view, out = _view(clock)
+    follower = TraceFollower(run.bundle)
+    run.event("run_started", 0, workflow="wf")
+    run.event("node_started", 0, "ask", step=1)
+    run.event("run_waiting", 10, "ask", waitingNode="ask", output={"summary": "ship it?"})
+    run.state({"status": "waiting", "waitingNode": "ask", "updatedAt": 10,
+               "waitingOutput": {"summary": "ship it?"}})
+    closed = SimpleNamespace(state="done", cancel_requested=True)  # the row, as close_wait left it
+    view.end(follower, closed)
+    text = _text(out)
+    assert "cancelled while it waited at ask" in text
+    assert "pi-workflows answer" not in text and "waiting for an answer" not in text
 
 
 @pytest.mark.timeout(20)
