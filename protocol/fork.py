@@ -198,7 +198,7 @@ def _mismatch(manifest: dict[str, Any], loaded: LoadedWorkflow) -> dict[str, Any
 def _choose(row: QueueRow, final: RunState, events: list[dict[str, Any]],
             loaded: LoadedWorkflow, from_node: str | None) -> str:
     nodes = ", ".join(loaded.workflow.nodes)
-    status = final.get("status")
+    status = seen_status(row.state, final.get("status"), row.cancel_requested)
     if status not in SETTLED_STATUSES:  # the queue ended it, the bundle never heard
         status = RunStatus.FAILED if row.state == QueueState.FAILED else RunStatus.CANCELLED
     node = from_node

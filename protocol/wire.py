@@ -30,8 +30,9 @@ MARKER_ENV = "PI_WORKFLOWS_MARKER"
 # The run id a standby worker's marker carries until it is handed a claim.
 STANDBY_RUN = "standby"
 # A graceful stop gives a running effect the drain grace to finish; the worker then
-# needs a moment to record it and park before its runner kills it.
-PARK_MARGIN_S = 2.0
+# needs a moment to record it and park before its runner kills it: a command that
+# ignores SIGTERM gets the worker's 2 s stop grace, its pipes 2 s more, then the park.
+PARK_MARGIN_S = 5.0
 # "Look at the store now" (``cancel`` sends it to the run's worker): the worker
 # renews at once and so learns of a cancel request without waiting a renewal.
 NUDGE_SIGNAL = signal.SIGUSR1

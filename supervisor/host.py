@@ -245,9 +245,10 @@ class Host:
                 self.pending[run_id] = Pending(self._restart_claim(claim, row.state),
                                                self.monotonic())
                 return
-            if Bundle(self.paths.runs_dir, run_id).exists():
-                # Held by something that is no worker of this run: not a crash,
-                # and not ours to kill. The run waits, parked, for a person.
+            if holders and Bundle(self.paths.runs_dir, run_id).exists():
+                # Held by something named that is no worker of this run: not a
+                # crash, and not ours to kill. The run waits, parked, for a person.
+                # Nobody named (the holder let go meanwhile): a crash like any other.
                 self._park_locked(claim, holders)
                 return
         crashes = self.crashes.record(run_id)

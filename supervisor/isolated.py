@@ -40,8 +40,10 @@ def _summary(path: str, timeout_s: float) -> dict[str, Any]:
 def _child(path: str, timeout_s: float, write_fd: int) -> None:
     code = 0
     try:
-        data = json.dumps(_summary(path, timeout_s)).encode()
-        view = memoryview(data)
+        os.setsid()  # its own group: whatever the file starts at import is stopped with it
+        body = json.dumps(_summary(path, timeout_s)).encode()
+        # Length first: a process the file started may hold the pipe open past our exit.
+        view = memoryview(len(body).to_bytes(8, "big") + body)
         while view:
             view = view[os.write(write_fd, view):]
     except BaseException:
@@ -50,10 +52,10 @@ def _child(path: str, timeout_s: float, write_fd: int) -> None:
         os._exit(code)
 
 
-def _read_all(fd: int, deadline: float) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None past the deadline."""
-    chunks: list[bytes] = []
-    while True:
+def _read_reply(fd: int, deadline: float) -> bytes | None:
+    """The child's length-prefixed reply: ``b""`` if it ended without one, None if too late."""
+    data = b""
+    while len(data) < 8 or len(data) < 8 + int.from_bytes(data[:8], "big"):
         left = deadline - time.monotonic()
         if left <= 0:
             return None
@@ -62,8 +64,9 @@ def _read_all(fd: int, deadline: float) -> bytes | None:
             continue
         chunk = os.read(fd, 65536)
         if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+            return b""  # it ended (os._exit, a signal) before a whole reply
+        data += chunk
+    return data[8:8 + int.from_bytes(data[:8], "big")]
 
 
 def _describe(status: int) -> str:
@@ -83,13 +86,15 @@ def load_summary(path: str, timeout_s: float | None = None) -> dict[str, Any]:
         _child(path, bound, write_fd)
     os.close(write_fd)
     try:
-        data = _read_all(read_fd, time.monotonic() + bound + KILL_MARGIN_S)
+        data = _read_reply(read_fd, time.monotonic() + bound + KILL_MARGIN_S)
     finally:
         os.close(read_fd)
     if data is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)  # our own child: never another reaper's
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)  # anything the file left running in its group
     if data is None:
         reason = (f"importing it took longer than {bound:g} s (does it wait or loop at"
                   " import time?)")

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,27 @@ def test_a_file_that_ends_the_process_at_import_is_one_error_and_the_rest_lists(
                              capture_output=True, text=True, env=env, timeout=30)
     assert checked.returncode == 2 and "ended the process" in checked.stderr
     assert checked.stderr.count("\n") == 1
+
+
+def test_a_process_started_at_import_neither_delays_the_listing_nor_outlives_it(
+        tmp_path: Path) -> None:
+    spawner = ("import pathlib, subprocess\n"
+               "p = subprocess.Popen(['sleep', '300'])\n"
+               "pathlib.Path(__file__).with_name('helper.pid').write_text(str(p.pid))\n" + GOOD)
+    project, env = _project(tmp_path, spawner=spawner)
+    listed = _cli(project, env, "workflows", "--json")  # the load bound is 1 s here
+    data = json.loads(listed.stdout)
+    assert [w["name"] for w in data["workflows"]] == ["spawner"], data
+    pid = int((project / ".pi" / "workflows" / "helper.pid").read_text())
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False

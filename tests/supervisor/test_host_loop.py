@@ -279,6 +279,18 @@ def test_a_bundle_locked_by_a_stranger_parks_the_run_blocked_not_a_crash(rig: Ri
     assert "r1" not in host.crashes
 
 
+def test_a_locked_bundle_with_no_holder_found_is_retried_as_a_crash(rig: Rig) -> None:
+    host, fake_os, _ = rig
+    fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
+    _enqueue(host.store, "r1")
+    _bundle_of(host, "r1")
+    host.loop_once()
+    host.loop_once()
+    row = host.store.get("r1")
+    assert row is not None and row.error_code != "bundle_locked"  # not parked for good
+    assert len(fake_os.spawned) == 2 and host.crashes.record("r1") == 2
+
+
 def test_a_crash_loop_whose_bundle_stays_locked_parks_instead_of_failing(rig: Rig) -> None:
     host, _, _ = rig
     _enqueue(host.store, "r1")
@@ -313,7 +325,7 @@ def test_a_drain_waits_its_grace_then_kills(rig: Rig) -> None:
     assert worker.phase == Phase.STOPPING and _proc(worker).signals == [signal.SIGTERM]
     # The fake ignores SIGKILL only in this test, to see the phase held.
     _proc(worker).send_group = lambda sig: _proc(worker).signals.append(sig) or True  # type: ignore[method-assign]
-    mono.advance(11.9)
+    mono.advance(14.9)
     host.loop_once()
     # Inside the 10 s drain grace plus the margin the worker gets to record and park.
     assert signal.SIGKILL not in _proc(worker).signals
