@@ -104,7 +104,7 @@ def test_a_dead_zygote_means_cold_spawns_until_it_is_restarted_after_a_pause(
 @pytest.mark.timeout(30)
 def test_an_unknown_exit_is_clean_only_if_the_worker_settled_its_claim(
         rig: tuple[Host, ZygoteOs, FakeMonotonic]) -> None:
-    host, fake_os, _ = rig
+    host, _, _ = rig
     _enqueue(host.store, "r1")
     host.loop_once()
     proc = host.workers["r1"].proc
