@@ -4,16 +4,17 @@ Measured against real subprocesses in a temporary project and
 ``PI_WORKFLOWS_HOME`` (never ``~/.pi``), with the product's default lease,
 renewal and poll settings:
 
-1. Worker start-up (``bench.host_boot``): spawn of the real worker
-   (``--standby``, with the marker and handed settings the host gives it)
-   until it is booted and waits for a claim; its RSS/USS; a bare
-   interpreter and the worker's imports for reference.
+1. Worker start-up (``bench.host_boot``): a cold spawn of the real worker
+   (with the marker and handed settings the host gives it) and a fork by
+   the real zygote, each until it has checked its claim and exited; the
+   zygote's boot and RSS/USS; a bare interpreter and the worker's imports
+   for reference.
 2. Throughput (``bench.host_throughput``): ``--runs`` detached runs of a
    ``--nodes``-node compute chain through one host, per ``--concurrency``
    and per ``--fsync`` policy (runs/s, nodes/s, and where a run's time goes).
 3. Latency (``bench.host_latency``): queued -> first ``node_started`` with
-   the host idle (one run at a time, the host's standby worker booted),
-   split into wake + claim, hand-off + worker start-up left on the hot
+   the host idle (one run at a time, the host's zygote booted),
+   split into wake + claim, the fork and worker start-up left on the hot
    path, bundle creation and engine start.
 4. Recovery (``bench.host_recovery``): ``--recovery-runs`` runs held in a
    blocking node, ``kill -9`` of the host, a new host started at once,
@@ -21,8 +22,8 @@ renewal and poll settings:
    them frozen so the new host must reap them and take their claims over;
    seconds until every run has a ``run_resumed`` written after the kill and
    until its node runs again, and which queue transitions moved the runs.
-5. Memory: RSS/USS of the workers blocked in that node and of the idle
-   standby; host RSS idle and with ``--recovery-runs`` workers.
+5. Memory: RSS/USS of the workers blocked in that node and of the
+   zygote; host RSS idle and with ``--recovery-runs`` workers.
 
 Runs are enqueued in-process (``prepare_run`` + ``Store.enqueue_detached``)
 and the host is poked through its wakeup socket, as ``run --detach`` does.
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
             print(f"\n[1] worker start-up, {args.boot_runs} spawns one at a time, no host running")
             booted = worker_boot(base, home, args.boot_runs)
             print_boot(booted)
-            boot = booted["boot_ms"]
+            boot = booted["cold_ms"]
         if "throughput" not in args.skip:
             for i, fsync in enumerate(args.fsync):
                 runs = args.runs if i == 0 else args.compare_runs

@@ -1,10 +1,14 @@
 """Host bench phase 1: worker start-up, no host running.
 
-Owns spawning the real worker in ``--standby`` mode with the command line
-(``protocol.wire.worker_argv``), run marker and handed settings the host
-gives it, timing spawn -> booted (its title turns to the standby title),
-its RSS/USS, and a bare interpreter and the worker's imports for
-reference. Imports ``bench.host_common`` and ``pi_workflows.protocol``.
+Owns timing the two ways a host starts a worker, each for a queued run
+with a token that is not its claim's (so the worker boots, opens the
+store, checks the claim and exits ``CLAIM_LOST``: everything of a boot but
+the first writes):
+a cold spawn with the command line (``protocol.wire.worker_argv``), run
+marker and handed settings the host gives it, and a fork by the real
+zygote (``supervisor.zygote``) the host keeps; the zygote's own boot and
+memory; and a bare interpreter and the worker's imports for reference.
+Imports ``bench.host_common``, ``pi_workflows.protocol`` and the zygote.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from typing import Any
 
 import psutil
 from pi_workflows.protocol.settings import project_key
-from pi_workflows.protocol.wire import STANDBY_RUN, marker_value, worker_argv, worker_env
+from pi_workflows.protocol.wire import ForkRequest, marker_value, worker_argv, worker_env
 from pi_workflows.protocol.workerconfig import WorkerConfig
+from pi_workflows.supervisor.zygote import start_zygote
 
 from e2e.harness import poll
 
-from .host_common import MB, bench_project, is_booted_standby, rss_uss, summary
+from .host_common import CHAIN, MB, bench_project, is_zygote, rss_uss, summary
 
 RUNNER = "bench-boot"
 
@@ -46,46 +51,59 @@ def boot_reference(reps: int) -> dict[str, list[float]]:
 
 
 def worker_boot(base: Path, home: Path, reps: int) -> dict[str, Any]:
-    """Spawn -> booted of the real worker in ``--standby`` mode, as the host starts it.
-
-    Booted = its title turns to ``pi-workflows worker <key> standby``: interpreter,
-    imports, handed settings, store open; only the claim check and the
-    ``processes.json`` write remain (the claim -> ready figure in [2]/[3]).
-    """
+    """Start -> claim checked and exited, cold and forked, for a claim that is not ours."""
     project = bench_project(base, "boot", home, "node")
-    settings, paths = project.settings, project.paths
-    # What the host adds to its own environment: the standby marker and its
-    # resolved settings as JSON (so the worker boots without pydantic).
-    env = {**project.env, **worker_env(
-        marker_value(project_key(project.root), RUNNER, STANDBY_RUN),
-        config_json=WorkerConfig.from_settings(settings, paths).to_json())}
-    times: list[float] = []
-    mem: list[tuple[int, int]] = []
+    project.write_workflow("chain", CHAIN.format(nodes=1))
+    with project.store() as store:
+        run_id = project.enqueue(store, "chain")[0]  # queued, never claimed
+    key = project_key(project.root)
+    config = WorkerConfig.from_settings(project.settings, project.paths).to_json()
+    marker = marker_value(key, RUNNER, run_id)
+    env = {**project.env, **worker_env(marker, config_json=config, token="t")}
+    cold: list[float] = []
     for _ in range(reps):
         begin = time.perf_counter()
-        proc = subprocess.Popen(worker_argv(project.root, RUNNER, os.getpid(), standby=True),
-                                env=env, cwd=project.root, stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
-        handle = psutil.Process(proc.pid)
-        if poll(lambda handle=handle: is_booted_standby(handle), 30, 0.002):
-            times.append((time.perf_counter() - begin) * 1000)
-            if (sample := rss_uss(handle)) is not None:
-                mem.append(sample)
-        assert proc.stdin is not None
-        proc.stdin.close()  # EOF: "not needed", the standby exits
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    return {"boot_ms": times, "rss": [m[0] for m in mem], "uss": [m[1] for m in mem],
-            "reference": boot_reference(max(3, reps // 2))}
+        subprocess.run(worker_argv(project.root, RUNNER, os.getpid(), run_id=run_id,
+                                   claim_state="starting"),
+                       env=env, cwd=project.root, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       start_new_session=True, check=False)
+        cold.append((time.perf_counter() - begin) * 1000)
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(project.env)  # the zygote inherits the environment, as from a host
+    try:
+        begin = time.perf_counter()
+        zygote = start_zygote(project=project.root, project_key=key, runner_id=RUNNER,
+                              config_json=config)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    handle = psutil.Process(zygote.pid)
+    booted = poll(lambda: is_zygote(handle), 30, 0.002)
+    zygote_boot = (time.perf_counter() - begin) * 1000 if booted else None
+    mem = rss_uss(handle)
+    forked: list[float] = []
+    request = ForkRequest(run_id, "starting", "t", marker, config, os.getpid())
+    try:
+        for _ in range(reps):
+            begin = time.perf_counter()
+            zygote.fork(request).wait(30)
+            forked.append((time.perf_counter() - begin) * 1000)
+    finally:
+        zygote.stop()
+    return {"cold_ms": cold, "forked_ms": forked, "zygote_boot_ms": zygote_boot,
+            "zygote_mem": mem, "reference": boot_reference(max(3, reps // 2))}
 
 
 def print_boot(r: dict[str, Any]) -> None:
-    print(f"  worker spawn -> booted (standby)  {summary(r['boot_ms'])}")
-    print(f"  booted idle worker RSS {summary([v / MB for v in r['rss']], 'MB', 1)}")
-    print(f"  booted idle worker USS {summary([v / MB for v in r['uss']], 'MB', 1)}")
+    print(f"  cold worker: spawn -> claim checked, exited    {summary(r['cold_ms'])}")
+    print(f"  forked by the zygote: request -> same          {summary(r['forked_ms'])}")
+    boot = r["zygote_boot_ms"]
+    print(f"  the zygote itself: spawn -> booted             "
+          f"{'TIMEOUT' if boot is None else f'{boot:.0f} ms'}")
+    if r["zygote_mem"] is not None:
+        rss_b, uss_b = r["zygote_mem"]
+        print(f"  booted zygote RSS {rss_b / MB:.1f} MB, USS {uss_b / MB:.1f} MB")
     for label, times in r["reference"].items():
         print(f"  reference: {label:<46} {summary(times)}")

@@ -26,7 +26,6 @@ import psutil
 from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.states import TERMINAL
 from pi_workflows.protocol.store import QueueRow, Store
-from pi_workflows.protocol.wire import STANDBY_RUN
 
 from e2e.harness import HostProcess, Project, all_events, clean_env, poll
 
@@ -72,8 +71,8 @@ workflow = define_workflow(
 """
 
 MB = 1024 * 1024
-# A booted standby's title: its start and end (the project key stands between them).
-STANDBY_TITLE = ("pi-workflows worker ", f" {STANDBY_RUN}")
+# The host's booted zygote (the fork server its workers come from).
+ZYGOTE_TITLE = "pi-workflows zygote "
 PROJECTS: list[Project] = []  # every project made here, for the final clean-up
 
 
@@ -139,27 +138,33 @@ def rss_uss(proc: psutil.Process) -> tuple[int, int] | None:
         return None
 
 
-def children(pid: int) -> list[psutil.Process]:
+def children(pid: int, *, recursive: bool = False) -> list[psutil.Process]:
+    """``pid``'s children (``recursive``: with the workers its zygote forked)."""
     try:
-        return list(psutil.Process(pid).children())
+        return list(psutil.Process(pid).children(recursive=recursive))
     except psutil.Error:
         return []
 
 
-def is_booted_standby(proc: psutil.Process) -> bool:
-    """The worker has booted and waits for a claim: its title says so."""
+def is_zygote(proc: psutil.Process) -> bool:
+    """The host's zygote has booted (imports done): its title says so."""
     try:
         title = " ".join(proc.cmdline()).strip()
     except psutil.Error:
         return False
-    return title.startswith(STANDBY_TITLE[0]) and title.endswith(STANDBY_TITLE[1])
+    return title.startswith(ZYGOTE_TITLE)
 
 
-def wait_standby(host: HostProcess, timeout: float = 10.0,
-                 besides: frozenset[int] = frozenset()) -> bool:
-    """Until one of the host's children other than ``besides`` is a booted standby."""
-    return bool(poll(lambda: any(is_booted_standby(p) for p in children(host.pid)
+def wait_zygote(host: HostProcess, timeout: float = 10.0,
+                besides: frozenset[int] = frozenset()) -> bool:
+    """Until one of the host's children other than ``besides`` is its booted zygote."""
+    return bool(poll(lambda: any(is_zygote(p) for p in children(host.pid)
                                  if p.pid not in besides), timeout, 0.01))
+
+
+# The names of the pre-booted standby worker the zygote replaced.
+is_booted_standby = is_zygote
+wait_standby = wait_zygote
 
 
 def boot_clock_offset_s() -> float:
@@ -218,7 +223,7 @@ class Timeline:
 
     @property
     def standby(self) -> bool | None:
-        """Was the worker a pre-booted standby (started before the claim)?"""
+        """Was the worker started before its claim? (Never, since the zygote forks on claim.)"""
         if self.created is None or self.claimed is None:
             return None
         # Process start times tick every 10 ms (and the boot-clock fix is good

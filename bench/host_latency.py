@@ -1,7 +1,7 @@
 """Host bench phase 3: latency queued -> first ``node_started`` with the host idle.
 
 Owns enqueueing one run at a time into an idle host (nothing queued, no
-run worker, its standby booted), waiting for each to settle, and printing
+run worker, its zygote booted), waiting for each to settle, and printing
 the split: wake + claim (store events), claim -> worker ready (the
 hand-off and the worker start-up left on the hot path, to
 ``processes.json``), bundle creation and engine start (trace). Imports
@@ -25,18 +25,17 @@ from .host_common import (
     bench_project,
     children,
     host_running,
-    is_booted_standby,
-    is_standby,
+    is_zygote,
     span,
     summary,
     timelines,
 )
 
 
-def _idle_with_standby(host: HostProcess) -> bool:
-    """Only one child, the booted standby worker (its title says so)."""
+def _idle_with_zygote(host: HostProcess) -> bool:
+    """Only one child, the booted zygote (its title says so)."""
     kids = children(host.pid)
-    return len(kids) == 1 and is_booted_standby(kids[0])
+    return len(kids) == 1 and is_zygote(kids[0])
 
 
 def _settled(store: Store, run_id: str) -> bool:
@@ -48,13 +47,13 @@ def latency(base: Path, home: Path, fsync: str, samples: int, nodes: int,
             timeout: float) -> dict[str, Any]:
     project = bench_project(base, f"lat-{fsync}", home, fsync)
     project.write_workflow("chain", CHAIN.format(nodes=nodes))
-    result: dict[str, Any] = {"samples": samples, "no_standby_seen": 0, "unfinished": 0}
+    result: dict[str, Any] = {"samples": samples, "no_zygote_seen": 0, "unfinished": 0}
     with project.store() as store, host_running(project, 2, "host.log") as host:
         ids: list[str] = []
         for _ in range(samples):
-            # The host is idle: nothing queued, no run worker alive, its standby booted.
-            if not poll(lambda: _idle_with_standby(host), 10, 0.01):
-                result["no_standby_seen"] += 1
+            # The host is idle: nothing queued, no run worker alive, its zygote booted.
+            if not poll(lambda: _idle_with_zygote(host), 10, 0.01):
+                result["no_zygote_seen"] += 1
             run_id = project.enqueue(store, "chain")[0]
             ids.append(run_id)
             if not poll(lambda run_id=run_id: _settled(store, run_id), timeout, 0.02):
@@ -71,19 +70,17 @@ def print_latency(r: dict[str, Any], nodes: int, boot: list[float]) -> None:
     print(f"    enqueue -> claimed (wake+claim) {summary(span(tl, 'enqueued', 'claimed'))}")
     hot = span(tl, "claimed", "ready")
     print(f"    claimed -> worker ready         {summary(hot)}"
-          "   <- hand-off + worker start-up on the hot path")
+          "   <- fork + worker start-up on the hot path (target p50 <= 10 ms)")
     print(f"    worker ready -> run_started     {summary(span(tl, 'ready', 'run_started'))}")
     print(f"    run_started -> node_started     {summary(span(tl, 'run_started', 'node_started'))}")
-    warm = sum(map(is_standby, tl))
-    print(f"  the pre-booted standby worker took {warm}/{len(tl)} runs"
-          f" ({r['no_standby_seen']} enqueued before a booted standby was seen)")
+    print(f"  {r['no_zygote_seen']} of {len(tl)} runs enqueued before a booted zygote was seen")
     if total and hot:
         share = statistics.median(hot) / statistics.median(total)
-        print(f"  hand-off + worker start-up on the hot path is {share:.0%} of the median"
+        print(f"  fork + worker start-up on the hot path is {share:.0%} of the median"
               " latency", end="")
         if boot:
             print(f";\n  a cold worker boot ([1]) is p50 {statistics.median(boot):.0f} ms,"
-                  " which the idle host's standby worker takes off this path")
+                  " which the zygote's fork takes off this path")
         else:
             print()
     print(f"  queued -> done ({nodes} nodes)         {summary(span(tl, 'enqueued', 'finished'))}")

@@ -1,7 +1,7 @@
 """Host bench phases 4 and 5: kill -9 recovery, and memory with workers blocked in a node.
 
 Owns holding ``runs`` runs in a blocking node under one host, sampling
-worker, standby and host memory there, then ``kill -9`` of the host and a
+worker, zygote and host memory there, then ``kill -9`` of the host and a
 new host at once, (a) with the workers free to park (``PR_SET_PDEATHSIG``)
 and (b) frozen (SIGSTOP) so the new host must reap them and take their
 claims over. Times come from the trace (``run_resumed``, ``node_started``),
@@ -42,7 +42,7 @@ from .host_common import (
     rss_uss,
     secs,
     summary,
-    wait_standby,
+    wait_zygote,
 )
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -117,7 +117,7 @@ def _mechanism(store: Store, after_seq: int, ids: set[str]) -> dict[str, int]:
 
 def _run_workers(project: Project, ids: list[str], host: HostProcess) -> dict[int, str]:
     """pid -> run id of the live workers of ``host`` (from processes.json)."""
-    kids = {p.pid for p in children(host.pid)}
+    kids = {p.pid for p in children(host.pid, recursive=True)}
     out = {}
     for run_id in ids:
         for entry in project.state_processes(run_id):
@@ -170,7 +170,7 @@ def recovery(base: Path, home: Path, fsync: str, runs: int, timeout: float) -> d
     out: dict[str, Any] = {"runs": runs}
     with adopting_orphans(), project.store() as store:
         host = project.start_host("--concurrency", str(runs), log="host1.log")
-        wait_standby(host)  # the idle figure includes its booted standby
+        wait_zygote(host)  # the idle figure includes its booted zygote
         out["host_idle_rss"] = rss(host.pid)
         ids = project.enqueue(store, "hold", runs)
         ready = poll(lambda: _held(project, ids, 0), timeout, 0.05)
@@ -178,13 +178,11 @@ def recovery(base: Path, home: Path, fsync: str, runs: int, timeout: float) -> d
         out["ramp_s"] = (_last_node_started(project, ids, 0) - min(queued)) / 1000 \
             if ready and queued else None
         workers = _run_workers(project, ids, host)
-        # The host replaces the standby its first claim took: sample once it has booted.
-        wait_standby(host, besides=frozenset(workers))
         samples = [s for pid in workers if (s := rss_uss(psutil.Process(pid))) is not None]
         out["worker_rss"] = [s[0] for s in samples]
         out["worker_uss"] = [s[1] for s in samples]
         others = [p for p in children(host.pid) if p.pid not in workers]
-        out["standby"] = [s for p in others if (s := rss_uss(p)) is not None]
+        out["zygote"] = [s for p in others if (s := rss_uss(p)) is not None]
         out["host_loaded_rss"] = rss(host.pid)
         if not ready:
             out["error"] = "not every run reached the blocking node"
@@ -238,8 +236,8 @@ def print_recovery(r: dict[str, Any]) -> None:
 def print_memory(r: dict[str, Any], runs: int) -> None:
     print(f"  worker RSS {summary([v / MB for v in r.get('worker_rss', [])], 'MB', 1)}")
     print(f"  worker USS {summary([v / MB for v in r.get('worker_uss', [])], 'MB', 1)}")
-    for rss_b, uss_b in r.get("standby", []):
-        print(f"  idle standby worker RSS {rss_b / MB:.1f} MB, USS {uss_b / MB:.1f} MB")
+    for rss_b, uss_b in r.get("zygote", []):
+        print(f"  zygote RSS {rss_b / MB:.1f} MB, USS {uss_b / MB:.1f} MB")
     if r.get("host_idle_rss") and r.get("host_loaded_rss"):
         print(f"  host RSS idle {r['host_idle_rss'] / MB:.1f} MB, with {runs} workers"
               f" {r['host_loaded_rss'] / MB:.1f} MB")

@@ -25,13 +25,11 @@ from .host_common import (
     children,
     diagnose,
     host_running,
-    is_cold,
-    is_standby,
     rss,
     span,
     summary,
     timelines,
-    wait_standby,
+    wait_zygote,
 )
 
 
@@ -41,8 +39,8 @@ def throughput(base: Path, home: Path, fsync: str, concurrency: int, runs: int,
     project.write_workflow("chain", CHAIN.format(nodes=nodes))
     result: dict[str, Any] = {"fsync": fsync, "concurrency": concurrency, "runs": runs}
     with project.store() as store, host_running(project, concurrency, "host.log") as host:
-        # Idle means its standby worker is booted: the figure includes it.
-        wait_standby(host)
+        # Idle means its zygote is booted: the figure includes it.
+        wait_zygote(host)
         result["host_idle_rss"] = rss(host.pid)
         begin = time.perf_counter()
         ids = project.enqueue(store, "chain", runs)
@@ -88,16 +86,12 @@ def print_throughput(r: dict[str, Any], nodes: int) -> None:
         print(f"    ! timeout={r.get('timeout')} not done={list(r['not_done'].items())[:5]}")
         for line in r.get("diag", []):
             print(f"    ! {line}")
-    warm = sum(map(is_standby, tl))
     print(f"    per run: claim -> done          {summary(span(tl, 'claimed', 'finished'))}")
     print(f"      claim -> worker ready         {summary(span(tl, 'claimed', 'ready'))}"
-          f"  ({warm}/{len(tl)} workers were the standby, started before their claim)")
-    warm_ready = span(tl, "claimed", "ready", is_standby)
-    print(f"        the standby: claim -> ready {summary(warm_ready)}")
-    print(f"        cold spawns: spawn -> ready {summary(span(tl, 'created', 'ready', is_cold))}")
+          "  (forked by the zygote)")
     print(f"      first node_started -> run_completed ({nodes} nodes)"
           f" {summary(span(tl, 'node_started', 'completed'))}")
     print(f"    host RSS idle {(r['host_idle_rss'] or 0) / MB:.1f} MB,"
           f" peak {r['host_peak_rss'] / MB:.1f} MB; most host children at once"
-          f" {r['most_children']} (workers + standby); worker RSS peak seen"
+          f" {r['most_children']} (workers + zygote); worker RSS peak seen"
           f" {r['worker_peak_rss'] / MB:.1f} MB")

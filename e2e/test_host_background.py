@@ -49,11 +49,11 @@ def _title(pid: int) -> str:
         return ""
 
 
-def _standby_of(pid: int) -> psutil.Process | None:
-    """The host's booted standby worker (its title ends in ``standby``)."""
+def _zygote_of(pid: int) -> psutil.Process | None:
+    """The host's booted zygote (its title names it)."""
     with contextlib.suppress(psutil.Error):
         for child in psutil.Process(pid).children():
-            if _title(child.pid).endswith(" standby"):
+            if _title(child.pid).startswith("pi-workflows zygote "):
                 return child
     return None
 
@@ -113,8 +113,8 @@ def test_stop_drains_a_running_run_and_a_new_host_finishes_it(project: Project) 
     # `--concurrency` and the words after `--` reached the detached host.
     log = Path(info["log"])
     assert "concurrency 1" in log.read_text()
-    standby = wait_for(lambda: _standby_of(pid), what="the host's standby worker")
-    assert json.loads(standby.environ()[CONFIG_ENV])["pi_args"] == ["--model", "scripted/x"]
+    zygote = wait_for(lambda: _zygote_of(pid), what="the host's zygote")
+    assert json.loads(zygote.environ()[CONFIG_ENV])["pi_args"] == ["--model", "scripted/x"]
 
     run = project.detach("pipeline")
     wait_for(lambda: project.lines("hold.started"), what="the run holding",
@@ -190,9 +190,9 @@ def test_hosts_and_workers_of_two_projects_named_alike_have_different_titles(
         for proj in (project, other):
             pid = int(proj.background_host()["pid"])
             key = project_key(proj.root)
-            standby = wait_for(lambda pid=pid: _standby_of(pid), what="a standby worker")
+            zygote = wait_for(lambda pid=pid: _zygote_of(pid), what="a zygote")
             assert _title(pid) == f"pi-workflows host {key} workers=0"
-            assert _title(standby.pid) == f"pi-workflows worker {key} standby"
+            assert _title(zygote.pid) == f"pi-workflows zygote {key}"
             titles.append(_title(pid))
         assert titles[0] != titles[1] and project.root.name == other.root.name == "proj"
     finally:

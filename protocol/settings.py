@@ -76,7 +76,8 @@ class Settings(BaseSettings):
     restart_backoff_s: float = Field(default=0.5, ge=0)
     poll_interval_s: float = Field(default=1.0, gt=0)
     hung_kill_after_s: float = Field(default=5.0, ge=0)
-    standby: bool = True
+    zygote: bool = True  # fork workers from a booted zygote; false: cold spawns
+    standby: bool = True  # the old name: false turns the zygote off too
 
     # Agent steps (docs/agents.md).
     pi_bin: str | None = None  # default: the project-local install, then `pi` on PATH

@@ -45,6 +45,8 @@ def spawn(
     """
     full_env = dict(os.environ)
     if env:
+        for name in env:  # what the caller adds comes last, in its order
+            full_env.pop(name, None)
         full_env.update(env)
     for name in drop_env:
         full_env.pop(name, None)

@@ -31,5 +31,10 @@ def host_title(project_key: str, workers: int) -> str:
 
 
 def worker_title(project_key: str, run: str, doing: str = "") -> str:
-    """A worker's title: its project, its run (or ``standby``) and what it does."""
+    """A worker's title: its project, its run and what it does."""
     return f"pi-workflows worker {project_key} {run}" + (f" {doing}" if doing else "")
+
+
+def zygote_title(project_key: str) -> str:
+    """The host's fork server: it forks one worker per claimed run."""
+    return f"pi-workflows zygote {project_key}"

@@ -2,7 +2,8 @@
 
 Owns everything both sides of that process boundary must spell the same
 way: the worker's command line, the environment names (claim token, handed
-settings, run marker), the standby hand-off line, and the worker's exit
+settings, run marker), the zygote's command line and the messages on its
+control socket (fork requests and exit reports), and the worker's exit
 codes. A runner builds with these functions and a worker parses with them;
 neither side spells a name of its own. Imports only ``protocol.states``.
 """
@@ -27,8 +28,11 @@ CONFIG_ENV = "PI_WORKFLOWS_WORKER_CONFIG"
 # ``<project key>/<runner id>/<run id>``: inherited by every descendant, so orphan
 # reaping finds even processes that left the worker's group and session.
 MARKER_ENV = "PI_WORKFLOWS_MARKER"
-# The run id a standby worker's marker carries until it is handed a claim.
-STANDBY_RUN = "standby"
+# The run id in the zygote's own marker (it forks workers; it runs no run).
+ZYGOTE_RUN = "zygote"
+# Room in the zygote's marker for the longest run id a forked worker writes in
+# its place (the environment block cannot grow after exec).
+MARKER_ROOM = 160
 # A graceful stop gives a running effect the drain grace to finish; the worker then
 # needs a moment to record it and park before its runner kills it: a command that
 # ignores SIGTERM gets the worker's 2 s stop grace, its pipes 2 s more, then the park.
@@ -47,11 +51,15 @@ class WorkerExit(IntEnum):
     CLAIM_LOST = 21
     BOOT_ERROR = 22
     BUNDLE_LOCKED = 23  # another process held the run's lock: not this worker's crash
+    # Not an exit status (those are 0-255, or minus a signal): a forked worker
+    # whose zygote died before reporting it. Clean only if the claim is gone.
+    UNKNOWN = 256
 
 
 # Exits after which a worker holds no claim of ours if it behaved; any other
 # exit (or one of these that left the claim behind) is treated as a crash.
-CLEAN_EXITS = frozenset({WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST})
+CLEAN_EXITS = frozenset({WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAIM_LOST,
+                         WorkerExit.UNKNOWN})
 
 
 def marker_value(project_key: str, runner_id: str, run_id: str) -> str:
@@ -70,61 +78,99 @@ def parse_marker(value: str | None, project_key: str) -> tuple[str, str] | None:
 
 
 def worker_argv(project: Path, runner_id: str, parent_pid: int, *, run_id: str | None = None,
-                claim_state: str | None = None, standby: bool = False,
-                force: bool = False) -> list[str]:
-    """The command line of one worker (``run_id``) or of a standby one."""
+                claim_state: str | None = None, force: bool = False) -> list[str]:
+    """The command line of one worker for ``run_id``."""
     argv = [sys.executable, "-m", WORKER_MODULE, "--project", str(project),
             "--runner", runner_id, "--parent-pid", str(parent_pid)]
-    if standby:
-        return [*argv, "--standby"]
     if run_id is None or claim_state is None:
         raise ValueError("a worker for a run needs its run id and claim state")
     argv += ["--run", run_id, "--claim-state", claim_state]
     return [*argv, "--force"] if force else argv
 
 
+# Room on the zygote's command line for the longest title a forked worker sets
+# (setproctitle with SPT_NOENV can use only the original command line's bytes).
+TITLE_ROOM = "." * 128
+
+
+def zygote_argv(project: Path, runner_id: str, parent_pid: int, control_fd: int) -> list[str]:
+    """The zygote's command line: the worker package, told to fork workers on request."""
+    return [sys.executable, "-m", WORKER_MODULE, "--project", str(project), "--runner",
+            runner_id, "--parent-pid", str(parent_pid), "--zygote", str(control_fd),
+            "--title-room", TITLE_ROOM]
+
+
+def zygote_marker(project_key: str, runner_id: str) -> str:
+    """The zygote's marker, padded so a forked worker can write its own in place."""
+    value = marker_value(project_key, runner_id, ZYGOTE_RUN)
+    return value + "#" * MARKER_ROOM
+
+
 def worker_env(marker: str, *, config_json: str = "", token: str | None = None) -> dict[str, str]:
-    env = {MARKER_ENV: marker}
+    env = {}
     if config_json:
         env[CONFIG_ENV] = config_json
     if token is not None:
         env[TOKEN_ENV] = token
+    env[MARKER_ENV] = marker  # last: the zygote's children rewrite it in place
     return env
 
 
 def parse_worker_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pi-workflows-worker")
     parser.add_argument("--project", required=True)
-    parser.add_argument("--run", help="The claimed run (omit with --standby).")
+    parser.add_argument("--run", help="The claimed run (omit with --zygote).")
     parser.add_argument("--runner", required=True)
     parser.add_argument("--claim-state", default=QueueState.STARTING,
                         choices=[str(s) for s in QueueState if s in CLAIMED])
     parser.add_argument("--parent-pid", type=int, default=None)
     parser.add_argument("--force", action="store_true")
-    parser.add_argument("--standby", action="store_true",
-                        help="Boot, then wait for one assignment line on stdin.")
+    parser.add_argument("--zygote", type=int, default=None, metavar="FD",
+                        help="Fork workers on requests read from this socket.")
+    parser.add_argument("--title-room", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not args.standby and not args.run:
-        parser.error("--run is required unless --standby is given")
+    if args.zygote is None and not args.run:
+        parser.error("--run is required unless --zygote is given")
     return args
 
 
 @dataclass(frozen=True)
-class Assignment:
-    """The one line a runner writes to a booted standby worker's stdin."""
+class ForkRequest:
+    """What a runner sends its zygote for one worker: what a cold spawn passes."""
 
     run_id: str
     claim_state: str
     token: str
+    marker: str
+    config_json: str
+    parent_pid: int
+    force: bool = False
 
     def encode(self) -> bytes:
         return json.dumps({"run": self.run_id, "claimState": self.claim_state,
-                           "token": self.token}).encode() + b"\n"
+                           "token": self.token, "marker": self.marker,
+                           "config": self.config_json, "parentPid": self.parent_pid,
+                           "force": self.force}).encode()
 
     @classmethod
-    def decode(cls, line: str) -> Assignment | None:
-        """None for an empty line: EOF means the runner does not need this standby."""
-        if not line.strip():
-            return None
-        data = json.loads(line)
-        return cls(str(data["run"]), str(data["claimState"]), str(data["token"]))
+    def decode(cls, data: bytes) -> ForkRequest:
+        d = json.loads(data)
+        return cls(str(d["run"]), str(d["claimState"]), str(d["token"]), str(d["marker"]),
+                   str(d["config"]), int(d["parentPid"]), bool(d["force"]))
+
+
+def forked_message(pid: int | None, error: str = "") -> bytes:
+    """The zygote's answer to a fork request (the child's pidfd rides along)."""
+    return json.dumps({"forked": pid, "error": error}).encode()
+
+
+def exit_message(pid: int, code: int) -> bytes:
+    """The zygote's report that a worker it forked exited (``Popen.returncode`` style)."""
+    return json.dumps({"exit": pid, "code": code}).encode()
+
+
+def decode_zygote_message(data: bytes) -> dict[str, object]:
+    value = json.loads(data)
+    if not isinstance(value, dict):
+        raise ValueError("a zygote message is a JSON object")
+    return value

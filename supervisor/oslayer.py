@@ -2,8 +2,9 @@
 
 Owns the seam between the supervisor's decisions and the real OS. ``OsLayer``
 is what the host and the session runner call; ``RealOs`` does it with
-subprocesses, process groups and psutil; unit tests pass a fake one, so
-crash loops, drains and hung workers are driven without real processes.
+subprocesses (cold, or forked by the zygote), process groups and psutil;
+unit tests pass a fake one, so crash loops, drains and hung workers are
+driven without real processes.
 Imports ``protocol`` and the supervisor's spawning and reaping modules.
 """
 
@@ -17,15 +18,16 @@ import psutil
 from ..protocol.store import Claim
 from .lockholders import Holder, bundle_lock_holders
 from .reaper import find_orphans, find_run_processes, find_stale_writers, kill_processes
-from .workers import Proc, WorkerHandle, spawn_standby, spawn_worker
+from .workers import WorkerHandle, spawn_worker
+from .zygote import Forker, start_zygote
 
 
 class OsLayer(Protocol):
     def spawn_worker(self, claim: Claim, *, project: Path, project_key: str, runner_id: str,
                      config_json: str, now: float) -> WorkerHandle: ...
 
-    def spawn_standby(self, *, project: Path, project_key: str, runner_id: str,
-                      config_json: str) -> Proc: ...
+    def start_zygote(self, *, project: Path, project_key: str, runner_id: str,
+                     config_json: str) -> Forker: ...
 
     def run_processes(self, project_key: str, runner_id: str,
                       run_id: str | None = None) -> list[psutil.Process]: ...
@@ -47,10 +49,10 @@ class RealOs:
         return spawn_worker(claim, project=project, project_key=project_key,
                             runner_id=runner_id, config_json=config_json, now=now)
 
-    def spawn_standby(self, *, project: Path, project_key: str, runner_id: str,
-                      config_json: str) -> Proc:
-        return spawn_standby(project=project, project_key=project_key, runner_id=runner_id,
-                             config_json=config_json)
+    def start_zygote(self, *, project: Path, project_key: str, runner_id: str,
+                     config_json: str) -> Forker:
+        return start_zygote(project=project, project_key=project_key, runner_id=runner_id,
+                            config_json=config_json)
 
     def run_processes(self, project_key: str, runner_id: str,
                       run_id: str | None = None) -> list[psutil.Process]:

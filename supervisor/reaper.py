@@ -22,7 +22,7 @@ from loguru import logger
 from ..protocol.bundle import Bundle, BundleCorrupt, list_bundles
 from ..protocol.liveness import is_same_process
 from ..protocol.states import SETTLED_STATUSES
-from ..protocol.wire import MARKER_ENV, STANDBY_RUN, parse_marker
+from ..protocol.wire import MARKER_ENV, parse_marker
 
 
 def _marker(proc: psutil.Process, project_key: str) -> tuple[str, str] | None:
@@ -41,7 +41,7 @@ def _marker_runner(proc: psutil.Process, project_key: str) -> str | None:
 
 def find_run_processes(project_key: str, runner_id: str,
                        run_id: str | None = None) -> list[psutil.Process]:
-    """This runner's leftover processes (of one run, or of every run but a standby).
+    """This runner's leftover processes (of one run, or all of them, its zygote too).
 
     A shell command or agent leaves its worker's group and session, so a group
     kill of a dead worker misses it; its inherited marker still names the run.
@@ -52,7 +52,7 @@ def find_run_processes(project_key: str, runner_id: str,
         if proc.pid == me:
             continue
         marker = _marker(proc, project_key)
-        if marker is None or marker[0] != runner_id or marker[1] == STANDBY_RUN:
+        if marker is None or marker[0] != runner_id:
             continue
         if run_id is None or marker[1] == run_id:
             found.append(proc)

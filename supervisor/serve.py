@@ -58,6 +58,7 @@ class HostServer:
 
     def _wait(self, timeout: float) -> None:
         fds: list[Any] = [fd for fd in (self._signal_r, self._listener) if fd is not None]
+        fds += self.host.wake_fds()  # a forked worker's exit, reported by the zygote
         # The signal pipe is drained by the next pass, so peek without reading it.
         readable, _, _ = select.select(fds, [], [], timeout)
         if self._listener is not None and self._listener in readable:

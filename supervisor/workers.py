@@ -1,7 +1,8 @@
 """Worker subprocesses: starting them, and the one handle a runner keeps per worker.
 
-Owns starting workers with the command line and environment that
-``protocol.wire`` defines, the standby hand-off, and ``WorkerHandle``: the
+Owns starting cold workers with the command line and environment that
+``protocol.wire`` defines (``supervisor.zygote`` forks the others), and
+``WorkerHandle``: the
 per-child handle a runner reaps with (``poll``: never a catch-all
 ``waitpid(-1)``) whose ``phase`` is changed only through ``change``, which
 checks the edge against one table (as supervisord does for its processes).
@@ -17,9 +18,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from ..protocol.spawn import PIPE, Popen, signal_group, spawn
+from ..protocol.spawn import Popen, signal_group, spawn
 from ..protocol.store import Claim
-from ..protocol.wire import STANDBY_RUN, Assignment, marker_value, worker_argv, worker_env
+from ..protocol.wire import marker_value, worker_argv, worker_env
 
 
 class Phase(StrEnum):
@@ -59,7 +60,6 @@ class Proc(Protocol):
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
     def send_group(self, sig: int) -> bool: ...
-    def hand_off(self, line: bytes) -> bool: ...
 
 
 class Child:
@@ -80,18 +80,6 @@ class Child:
 
     def send_group(self, sig: int) -> bool:
         return signal_group(self.popen, sig)
-
-    def hand_off(self, line: bytes) -> bool:
-        """Write ``line`` (empty: nothing) to the child's stdin and close it."""
-        if self.popen.stdin is None or self.popen.poll() is not None:
-            return False
-        try:
-            if line:
-                self.popen.stdin.write(line)
-            self.popen.stdin.close()
-        except OSError:
-            return False
-        return True
 
 
 @dataclass
@@ -140,18 +128,3 @@ def spawn_worker(claim: Claim, *, project: Path, project_key: str, runner_id: st
     # The project is the worker's working directory: relative paths in shell
     # nodes resolve against it.
     return WorkerHandle(claim, Child(spawn(argv, cwd=project, env=env)), now)
-
-
-def spawn_standby(*, project: Path, project_key: str, runner_id: str,
-                  config_json: str = "") -> Child:
-    """A worker that boots now and waits on stdin for a claim: start-up off the hot path."""
-    env = worker_env(marker_value(project_key, runner_id, STANDBY_RUN), config_json=config_json)
-    return Child(spawn(worker_argv(project, runner_id, os.getpid(), standby=True), cwd=project,
-                       env=env, stdin=PIPE))
-
-
-def assign(standby: Proc, claim: Claim, now: float) -> WorkerHandle | None:
-    """Hand ``claim`` to a booted standby worker; None if it is no longer usable."""
-    if not standby.hand_off(Assignment(claim.run_id, claim.state, claim.token).encode()):
-        return None
-    return WorkerHandle(claim, standby, now)

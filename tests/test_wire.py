@@ -6,11 +6,15 @@ from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.wire import (
-    Assignment,
+    ForkRequest,
+    decode_zygote_message,
+    exit_message,
     marker_value,
     parse_marker,
     parse_worker_args,
     worker_argv,
+    zygote_argv,
+    zygote_marker,
 )
 
 
@@ -20,19 +24,25 @@ def test_worker_argv_round_trips_through_the_workers_parser(tmp_path: Path) -> N
     assert argv[1:3] == ["-m", "pi_workflows.worker"]
     args = parse_worker_args(argv[3:])
     assert (args.project, args.runner, args.parent_pid, args.run, args.claim_state, args.force,
-            args.standby) == (str(tmp_path), "host-x", 4242, "r1", "running", True, False)
-    standby = parse_worker_args(worker_argv(tmp_path, "host-x", 1, standby=True)[3:])
-    assert standby.standby and standby.run is None
+            args.zygote) == (str(tmp_path), "host-x", 4242, "r1", "running", True, None)
+    zygote = parse_worker_args(zygote_argv(tmp_path, "host-x", 1, 7)[3:])
+    assert zygote.zygote == 7 and zygote.run is None and zygote.parent_pid == 1
     with pytest.raises(ValueError):
         worker_argv(tmp_path, "host-x", 1)  # a run worker needs its run
 
 
 @pytest.mark.timeout(10)
-def test_assignment_line_round_trips_and_eof_means_not_needed() -> None:
-    line = Assignment("r1", "starting", "tok").encode()
-    assert line.endswith(b"\n") and line.count(b"\n") == 1
-    assert Assignment.decode(line.decode()) == Assignment("r1", "starting", "tok")
-    assert Assignment.decode("") is None
+def test_fork_request_and_reports_round_trip() -> None:
+    request = ForkRequest("r1", "starting", "tok", "k/h/r1", '{"a": 1}', 42, force=True)
+    assert ForkRequest.decode(request.encode()) == request
+    assert decode_zygote_message(exit_message(7, -9)) == {"exit": 7, "code": -9}
+
+
+@pytest.mark.timeout(10)
+def test_the_zygote_marker_has_room_for_a_long_run_id_in_place() -> None:
+    padded = zygote_marker("proj-0123", "host-a")
+    assert parse_marker(padded, "proj-0123") is not None
+    assert len(marker_value("proj-0123", "host-a", "x" * 120)) <= len(padded)
 
 
 @pytest.mark.timeout(10)

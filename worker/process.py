@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,13 +34,9 @@ from ..protocol.throttle import Throttle, held_note
 from ..protocol.titles import set_title, worker_title
 from ..protocol.wire import (
     CONFIG_ENV,
-    MARKER_ENV,
     NUDGE_SIGNAL,
-    STANDBY_RUN,
     TOKEN_ENV,
-    Assignment,
     WorkerExit,
-    marker_value,
     parse_worker_args,
 )
 from ..protocol.workerconfig import WorkerConfig
@@ -87,10 +85,32 @@ def install_signals(control: Control, nudge: threading.Event) -> None:
                      name="pi-workflows-signals").start()
 
 
-def _watch_parent(control: Control, parent: int, stop: threading.Event) -> None:
-    # Portable backstop for PDEATHSIG: re-parenting means the supervisor died.
-    while not stop.wait(0.5):
-        if os.getppid() != parent:
+class ParentWatch:
+    """Whether the supervisor died: the parent pid changes, or the host's pidfd fires.
+
+    A cold worker is the host's child (re-parenting means the host died); a
+    forked one is the zygote's, so it watches the host through a pidfd the
+    zygote opened while the host was its parent.
+    """
+
+    def __init__(self, parent: int, host_pidfd: int | None = None) -> None:
+        self.parent = parent
+        self.pidfd = host_pidfd
+
+    def gone(self, timeout: float = 0.0) -> bool:
+        if self.pidfd is None:
+            if timeout:
+                time.sleep(timeout)
+            return os.getppid() != self.parent
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        return bool(poller.poll(int(timeout * 1000)))
+
+
+def _watch_parent(control: Control, watch: ParentWatch, stop: threading.Event) -> None:
+    # Portable backstop for PDEATHSIG, and the only watch a forked worker has.
+    while not stop.is_set():
+        if watch.gone(0.5):
             control.request_park()
             return
 
@@ -175,31 +195,25 @@ def load_config(project: str) -> WorkerConfig:
     return WorkerConfig.from_settings(settings, resolve_paths(settings, Path(project)))
 
 
-def _await_assignment(args: argparse.Namespace, project_key: str) -> str | None:
-    """A standby worker is fully booted; block until the host hands it a claim.
-
-    EOF (the host closed the pipe or died) means "not needed".
-    """
-    assignment = Assignment.decode(sys.stdin.readline())
-    if assignment is None:
-        return None
-    args.run = assignment.run_id
-    args.claim_state = assignment.claim_state
-    # Children started from now on carry this run in their marker.
-    os.environ[MARKER_ENV] = marker_value(project_key, args.runner, args.run)
-    return assignment.token
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, host_pidfd: int | None = None) -> int:
+    """One worker's life; ``host_pidfd`` is given by the zygote that forked it."""
     args = parse_worker_args(sys.argv[1:] if argv is None else argv)
+    if args.zygote is not None:
+        from .zygote import serve_zygote  # it imports this module
+
+        return serve_zygote(args)
     key = project_key(Path(args.project))
-    set_title(worker_title(key, args.run or STANDBY_RUN, "booting"))
-    die_with_parent()
+    set_title(worker_title(key, args.run, "booting"))
+    if host_pidfd is None:
+        # A forked worker must not follow its zygote (a zygote restart leaves
+        # runs alone); it follows the host through ``host_pidfd`` instead.
+        die_with_parent()
     control = Control()
     nudge = threading.Event()
     install_signals(control, nudge)
-    parent = args.parent_pid if args.parent_pid is not None else os.getppid()
-    if os.getppid() != parent:
+    parent = ParentWatch(args.parent_pid if args.parent_pid is not None else os.getppid(),
+                         host_pidfd)
+    if parent.gone():
         return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
     try:
         settings = load_config(args.project)
@@ -218,15 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     except (PiWorkflowsError, OSError) as exc:
         sys.stderr.write(f"pi-workflows worker: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
-    if args.standby:
-        set_title(worker_title(key, STANDBY_RUN))
-        assigned = _await_assignment(args, project_key(paths.project))
-        if assigned is None:
-            return WorkerExit.FINISHED
-        token = assigned
-    else:
-        # Taken out of the environment so no shell command or agent inherits it.
-        token = os.environ.pop(TOKEN_ENV, "")
+    # Taken out of the environment so no shell command or agent inherits it.
+    token = os.environ.pop(TOKEN_ENV, "")
     set_title(worker_title(key, args.run, "starting"))
     state = QueueState(args.claim_state)
     claim = Claim(args.run, args.runner, token, 0, state, state)
@@ -280,7 +287,8 @@ class _LazyAgent:
 
 
 def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,
-             claim: Claim, control: Control, parent: int, nudge: threading.Event) -> int:
+             claim: Claim, control: Control, parent: ParentWatch,
+             nudge: threading.Event) -> int:
     stop = threading.Event()
     lost = threading.Event()
     threading.Thread(target=_watch_parent, args=(control, parent, stop), daemon=True).start()

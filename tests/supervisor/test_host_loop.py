@@ -58,9 +58,6 @@ class FakeProc:
             self.code = -9
         return True
 
-    def hand_off(self, line: bytes) -> bool:
-        return True
-
 
 class FakeOs:
     """What the host spawned and killed, and how each fake worker will end."""
@@ -78,8 +75,8 @@ class FakeOs:
         self.spawned.append(handle)
         return handle
 
-    def spawn_standby(self, **_: object) -> FakeProc:
-        raise AssertionError("the standby is off in these tests")
+    def start_zygote(self, **_: object) -> Any:
+        raise AssertionError("the zygote is off in these tests")
 
     def run_processes(self, project_key: str, runner_id: str,
                       run_id: str | None = None) -> list[Any]:
@@ -110,7 +107,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
                              lease_ms=10_000, renew_ms=2_000, drain_grace_s=10,
                              hung_kill_after_s=5)
     host = Host(resolve_paths(settings, tmp_path), settings, concurrency=2, clock=FakeClock(),
-                monotonic=mono, os_layer=fake_os, use_standby=False)
+                monotonic=mono, os_layer=fake_os, use_zygote=False)
     host.start()
     yield host, fake_os, mono
     host.shutdown()
@@ -164,7 +161,7 @@ def test_restart_backoff_doubles_on_the_monotonic_clock(tmp_path: Path) -> None:
     fake_os, mono = FakeOs(), FakeMonotonic()
     settings = load_settings(restart_backoff_s=2, crash_limit=5, lease_ms=60_000)
     host = Host(resolve_paths(settings, tmp_path), settings, concurrency=1, clock=FakeClock(),
-                monotonic=mono, os_layer=fake_os, use_standby=False)
+                monotonic=mono, os_layer=fake_os, use_zygote=False)
     host.start()
     try:
         _enqueue(host.store, "r1")

@@ -1,0 +1,132 @@
+"""Zygote drills: forked workers keep every process invariant; a dead zygote is replaced.
+
+A worker forked by the zygote is in its own session, carries its run's
+marker in ``/proc/PID/environ``, has its own random state, and is the
+zygote's child (never the host's); a ``kill -9`` of the zygote leaves runs
+in flight alone and the host forks again from a new one, spawning cold
+workers meanwhile; with the zygote off every worker is the host's child.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import psutil
+import pytest
+from pi_workflows.protocol.paths import project_key
+from pi_workflows.protocol.wire import MARKER_ENV
+
+from .conftest import HOLD
+from .harness import Project, alive, wait_for
+
+RANDOM = HOLD + """
+import json, os, random
+from pi_workflows import define_workflow, compute, edge
+
+def draw(ctx):
+    with open(ctx.project_dir / "draws.txt", "a") as fh:
+        fh.write(json.dumps({"pid": os.getpid(), "x": random.random()}) + "\\n")
+    return {}
+
+workflow = define_workflow(start_at="draw", nodes=[compute("draw", draw),
+                           compute("hold", hold("hold"))], edges=[edge("draw", "hold")])
+"""
+
+
+def _title(proc: psutil.Process) -> str:
+    """What ``ps`` shows (setproctitle pads the original command line with NULs)."""
+    return " ".join(proc.cmdline()).strip()
+
+
+def _zygote(host_pid: int, key: str) -> psutil.Process | None:
+    for child in psutil.Process(host_pid).children():
+        try:
+            if _title(child) == f"pi-workflows zygote {key}":
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def _worker_pids(project: Project, runs: list[str]) -> dict[str, int]:
+    return {r: p["pid"] for r in runs for p in project.state_processes(r)
+            if p["role"] == "worker"}
+
+
+def _raw_marker(pid: int) -> str:
+    with open(f"/proc/{pid}/environ", "rb") as fh:
+        entries = fh.read().split(b"\0")
+    prefix = MARKER_ENV.encode() + b"="
+    return next(e[len(prefix):].decode() for e in entries if e.startswith(prefix))
+
+
+@pytest.mark.timeout(90)
+def test_forked_workers_keep_the_invariants_and_draw_different_randoms(
+        project: Project) -> None:
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host("--concurrency", "2")
+    key = project_key(project.root)
+    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote's title in ps")
+    assert os.getpgid(zygote.pid) == zygote.pid and os.getsid(zygote.pid) == zygote.pid
+    runs = [project.detach("draw") for _ in range(2)]
+    wait_for(lambda: len(project.lines("hold.started")) == 2, what="both runs holding")
+    workers = _worker_pids(project, runs)
+    for run_id, pid in workers.items():
+        proc = psutil.Process(pid)
+        assert proc.ppid() == zygote.pid  # forked, not booted: never the host's child
+        assert os.getpgid(pid) == pid and os.getsid(pid) == pid
+        assert _raw_marker(pid) == f"{key}/{host.runner_id}/{run_id}"
+        assert proc.environ()[MARKER_ENV] == f"{key}/{host.runner_id}/{run_id}"
+        assert _title(proc) == f"pi-workflows worker {key} {run_id} node=hold"
+    draws = [json.loads(line) for line in project.lines("draws.txt")]
+    assert {d["pid"] for d in draws} == set(workers.values())
+    assert draws[0]["x"] != draws[1]["x"]
+    project.release()
+    wait_for(lambda: all(project.row(r).state == "done" for r in runs), what="runs done")
+    assert host.poll() is None
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_zygote_leaves_runs_alone_and_is_replaced(project: Project) -> None:
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host("--concurrency", "3")
+    key = project_key(project.root)
+    first = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    held = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="a run holding")
+    worker = _worker_pids(project, [held])[held]
+    os.kill(first.pid, signal.SIGKILL)
+    # The next run does not wait for a new zygote: it gets a cold worker, or a forked
+    # one if the new zygote is already up.
+    second_run = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 2, what="the next run holding")
+    new = wait_for(lambda: (z := _zygote(host.pid, key)) and z.pid != first.pid and z,
+                   what="a new zygote")
+    assert alive(worker) and project.row(held).state == "running"  # in flight: untouched
+    third = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 3, what="a third run holding")
+    assert psutil.Process(_worker_pids(project, [third])[third]).ppid() == new.pid
+    project.release()
+    runs = [held, second_run, third]
+    wait_for(lambda: all(project.row(r).state == "done" for r in runs), what="runs done",
+             diag=lambda: project.diagnose(runs))
+    # The orphaned worker's exit was never reported: its settled run made it clean.
+    assert "crashed" not in host.log_text()
+    assert host.poll() is None
+
+
+@pytest.mark.timeout(90)
+def test_with_the_zygote_off_workers_are_cold_children_of_the_host(project: Project) -> None:
+    project.env["PI_WORKFLOWS_ZYGOTE"] = "false"
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host()
+    run_id = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="the run holding")
+    pid = _worker_pids(project, [run_id])[run_id]
+    assert psutil.Process(pid).ppid() == host.pid
+    assert _zygote(host.pid, project_key(project.root)) is None
+    assert _raw_marker(pid) == f"{project_key(project.root)}/{host.runner_id}/{run_id}"
+    project.release()
+    wait_for(lambda: project.row(run_id).state == "done", what="run done")
