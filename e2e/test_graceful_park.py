@@ -23,7 +23,7 @@ from pi_workflows import define_workflow, shell, compute, edge
 workflow = define_workflow(
     start_at="charge",
     nodes=[
-        shell("charge", "echo start >> ledger; "
+        shell("charge", "echo $$ > charge.pid; echo start >> ledger; "
               "while [ ! -e release ]; do sleep 0.02; done; echo end >> ledger"),
         compute("after", lambda ctx: {"ok": True}),
     ],
@@ -98,7 +98,9 @@ def test_a_hard_kill_leaves_the_effect_indeterminate(project: Project) -> None:
     wait_for(lambda: project.lines("ledger") == ["start"], what="the effect to start")
     worker = next(p for p in project.state_processes(run_id) if p["role"] == "worker")
     os.kill(worker["pid"], signal.SIGKILL)  # no grace at all; the host restarts the run
-    wait_for(lambda: not alive(worker["pid"]), what="the worker to go")
+    shell = int(project.lines("charge.pid")[0])
+    # The host kills what the dead worker left running before it reruns anything.
+    wait_for(lambda: not alive(shell), what="the effect's shell to be stopped")
     project.release()
     wait_for(lambda: project.row(run_id).state == "failed", what="the resumed run to fail")
     assert project.row(run_id).error_code == "effect_indeterminate"
