@@ -36,3 +36,16 @@ def test_spread_skips_missing_figures_and_ratios_pair_rounds() -> None:
     # Round 1 of y is missing and round 2's x is NaN: only round 0 pairs.
     assert paired_ratios({0: 6.0, 1: 5.0, 2: math.nan}, {0: 3.0, 2: 4.0}) == [2.0]
     assert median_ratio([6.0, 8.0, 10.0], [4.0, 4.0]) == 2.0
+
+
+def test_without_dbos_the_bench_says_how_to_install_it_and_exits_0(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from bench import peers_bench, peers_dbos
+
+    monkeypatch.setattr(peers_dbos, "available", lambda: False)
+    assert peers_bench.main(["--skip", "throughput,latency,recovery"]) == 0
+    out = capsys.readouterr().out
+    assert "pip install -e '.[bench]'" in out and "no DBOS" in out
+    assert "dbos" not in sys.modules  # the bench process never imports it
