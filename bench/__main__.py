@@ -17,6 +17,8 @@ BENCHES: dict[str, tuple[str, str]] = {
              "session catch-up on a 10,000-run store, feed -> `sync --follow` line latency"),
     "cancel": ("bench.cancel_bench",
                "`cancel` -> run cancelled while a node runs (default renewal), p50 goal < 1 s"),
+    "peers": ("bench.peers_bench",
+              "DBOS Transact vs one host, interleaved: workflows/s, latency, kill -9 recovery"),
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
 }
