@@ -11,6 +11,8 @@ BENCHES: dict[str, tuple[str, str]] = {
               "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
     "engine": ("bench.engine_bench",
                "one node transition per fsync policy vs a bare FULL commit and append+fsync"),
+    "steps": ("bench.steps_bench",
+              "per-node transition time at step 10 / 1,000 / 10,000 of a loop and a chain"),
     "host": ("bench.host_bench",
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
     "sync": ("bench.sync_bench",

@@ -2,8 +2,8 @@
 
 Owns the bundle layout (manifest, definition snapshot, projection, trace,
 processes, session/, artifacts/, output.ndjson), the write order of every transition
-(fence -> trace line -> state.json -> manifest), the fsync policy, and
-torn-tail repair. Imports protocol modules only; never the engine.
+(fence -> trace line -> state.json or its journal line -> manifest), the fsync
+policy, and torn-tail repair. Imports protocol modules only; never the engine.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, cast
 from filelock import FileLock
 
 from .artifacts import ArtifactDir, externalize, internalize
-from .atomic import append_line, read_json, write_atomic, write_json_atomic
+from .atomic import append_line, fsync_dir, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError, UsageError
 from .fence import CancelPending, ClaimVerifier, bundle_lock, fenced
@@ -27,9 +27,12 @@ from .jsonenc import compact_json
 from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .runstate import RunState
+from .statelog import LOG_FROM_BYTES, LOG_NAME, delta_line, fold
 from .states import SETTLED_STATUSES
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
+# (top-level changes, {"outputs"/"results": {node id: new entry}}) of one transition.
+StateDelta = tuple[Mapping[str, Any], Mapping[str, Mapping[str, Any]]]
 # With fsync policy "node", these events are made durable before the next step.
 BOUNDARY_EVENTS = frozenset({
     "run_started", "node_started", "node_finished", "node_failed", "run_resumed",
@@ -89,6 +92,7 @@ class Bundle:
         self.manifest_path = self.dir / "manifest.json"
         self.workflow_path = self.dir / "workflow.json"
         self.state_path = self.dir / "state.json"
+        self.state_log_path = self.dir / LOG_NAME  # deltas on top of state.json
         self.trace_path = self.dir / "trace.ndjson"
         self.processes_path = self.dir / "processes.json"
         self.session_dir = self.dir / "session"
@@ -118,8 +122,17 @@ class Bundle:
         return dict(self._read(self.workflow_path))
 
     def raw_state(self) -> RunState:
-        """The projection as stored: large strings are still artifact references."""
-        return cast(RunState, dict(self._read(self.state_path)))
+        """The projection as stored (``state.json`` plus its journal): large strings
+        are still artifact references."""
+        base = dict(self._read(self.state_path))
+        try:
+            log = self.state_log_path.read_bytes()
+        except FileNotFoundError:
+            return cast(RunState, base)
+        except OSError as exc:
+            raise BundleCorrupt(f"run {self.run_id}: {LOG_NAME} is unreadable"
+                                f" ({type(exc).__name__})") from None
+        return cast(RunState, fold(base, log))
 
     def state(self) -> RunState:
         """The projection with artifact references resolved."""
@@ -185,6 +198,9 @@ class BundleWriter:
         self._manifest: dict[str, Any] = {}
         self._lock: FileLock | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bundle dir
+        self._full_bytes = 0  # size of the last full state.json write
+        self._log_bytes = 0  # bytes in the journal since then
+        self._log_entry_synced = False
         self.lock_timeout = lock_timeout  # None: PI_WORKFLOWS_LOCK_TIMEOUT_S
         # Events refused (``CancelPending``) once the fence's own claim check
         # sees a cancel request: the engine's gate, so that a run asked to
@@ -285,6 +301,7 @@ class BundleWriter:
                 # A settled run is never resumed: leave every byte as it is.
                 self.seq = int(raw.get("traceSeq", 0))
                 return self.bundle.state(), RepairReport(self.seq, 0, 0, False)
+            self._compact(raw)
             report = self._repair(raw)
             self._remove_stale_temp_files()
             return self.bundle.state(), report
@@ -296,20 +313,74 @@ class BundleWriter:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
-    def _write_state_and_manifest(self, state: Mapping[str, Any], *, sync: bool) -> None:
+    def _compact(self, raw: Mapping[str, Any]) -> None:
+        """Fold a journal left by an earlier writer into ``state.json`` (same projection).
+
+        A resumed writer then appends to an empty journal, never after a line a
+        crash tore.
+        """
+        b = self.bundle
+        try:
+            size = b.state_log_path.stat().st_size
+        except FileNotFoundError:
+            self._full_bytes = self._stat_size(b.state_path)
+            return
+        if size:
+            self._write_full(dict(raw), sync=self.fsync != "never")
+        self._log_bytes = 0
+        self._full_bytes = self._stat_size(b.state_path)
+
+    @staticmethod
+    def _stat_size(path: Path) -> int:
+        try:
+            return path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def _write_full(self, stored: Mapping[str, Any], *, sync: bool) -> None:
+        """Replace ``state.json``, then empty the journal it now contains."""
+        b = self.bundle
+        write_json_atomic(b.state_path, stored, sync=sync)
+        self._full_bytes = self._stat_size(b.state_path)
+        if self._log_bytes or b.state_log_path.exists():
+            # Its lines are all at or before the new traceSeq: readers skip them
+            # even if this truncation is lost.
+            os.truncate(b.state_log_path, 0)
+            self._log_bytes = 0
+
+    def _write_state_and_manifest(self, state: Mapping[str, Any], *, sync: bool,
+                                  delta: StateDelta | None = None) -> None:
         b = self.bundle
         now = self.clock()
-        stored = self._externalize({**state, "traceSeq": self.seq, "updatedAt": now}, sync)
-        write_json_atomic(b.state_path, stored, sync=sync)
         status = state.get("status")
+        if delta is not None and status == self._status and self._full_bytes >= LOG_FROM_BYTES:
+            changes, merge = delta
+            line = delta_line(self.seq, now, self._externalize(dict(changes), sync),
+                              self._externalize({k: dict(v) for k, v in merge.items()}, sync))
+            if self._log_bytes + len(line) <= self._full_bytes:
+                append_line(b.state_log_path, line, sync=sync)
+                if sync and not self._log_entry_synced:
+                    fsync_dir(b.dir)  # the journal's own directory entry, once
+                    self._log_entry_synced = True
+                self._log_bytes += len(line)
+                return
+        stored = self._externalize({**state, "traceSeq": self.seq, "updatedAt": now}, sync)
+        # A full rewrite that empties a journal holding synced lines is synced too.
+        self._write_full(stored, sync=sync or (self._log_bytes > 0 and self.fsync != "never"))
         if status != self._status or not b.manifest_path.exists():
             self._manifest.update({"status": status, "updatedAt": now})
             write_json_atomic(b.manifest_path, self._manifest, sync=sync)
             self._status = status
 
     def append(self, event_type: str, payload: dict[str, Any], state: Mapping[str, Any], *,
-               node_id: str | None = None, attempt_id: str | None = None) -> int:
-        """One transition: fence, trace line, projection (with ``traceSeq``), manifest."""
+               node_id: str | None = None, attempt_id: str | None = None,
+               delta: StateDelta | None = None) -> int:
+        """One transition: fence, trace line, projection (with ``traceSeq``), manifest.
+
+        ``delta`` is what changed from the previous ``state``: top-level
+        changes, and per-entry patches of ``outputs``/``results``. With it, a
+        large projection is written as one journal line instead of in full.
+        """
         sync = self._sync(event_type)
         with self._fence() as verified:
             if event_type in self.cancel_gate and getattr(verified, "cancel_requested", False):
@@ -325,7 +396,7 @@ class BundleWriter:
             append_line(self.bundle.trace_path, (compact_json(event) + "\n").encode(),
                         sync=sync)
             self.seq = seq
-            self._write_state_and_manifest(state, sync=sync)
+            self._write_state_and_manifest(state, sync=sync, delta=delta)
             return seq
 
     def _repair(self, raw: RunState) -> RepairReport:

@@ -267,12 +267,26 @@ def switch(
 # --- helpers over a definition ------------------------------------------------
 
 
+# id(edges) -> (edges, {source: first edge}); the tuple is kept so its id stays unique.
+_OUTGOING: dict[int, tuple[tuple[AnyEdge, ...], dict[str, AnyEdge]]] = {}
+
+
 def outgoing(workflow: Workflow, node_id: str) -> AnyEdge | None:
-    """The one edge leaving ``node_id``, or None when the run ends after it."""
-    for candidate in workflow.edges:
-        if candidate.source == node_id:
-            return candidate
-    return None
+    """The one edge leaving ``node_id``, or None when the run ends after it.
+
+    Indexed once per definition: a scan per step would make each step of a
+    10,000-node workflow cost its length.
+    """
+    edges = workflow.edges
+    cached = _OUTGOING.get(id(edges))
+    if cached is None or cached[0] is not edges:
+        index: dict[str, AnyEdge] = {}
+        for candidate in edges:
+            index.setdefault(candidate.source, candidate)
+        if len(_OUTGOING) >= 64:  # a process that loads many definitions (tests)
+            _OUTGOING.clear()
+        cached = _OUTGOING[id(edges)] = (edges, index)
+    return cached[1].get(node_id)
 
 
 def resolve_value(value: Any, ctx: NodeContext) -> Any:

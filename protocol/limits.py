@@ -13,7 +13,9 @@ from typing import Any
 
 from .errors import LimitError
 
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+# Patterns are compiled on first use (re caches them), not at import: the worker
+# boots on this path.
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
 MAX_KEY_CHARS = 512
 MAX_PRIVATE_INPUT_BYTES = 1024 * 1024
 MAX_PAYLOAD_BYTES = 64 * 1024
@@ -21,19 +23,17 @@ MAX_ERROR_BYTES = 2048
 
 _SECRET_PATTERNS = [
     # Bearer tokens in headers or prose.
-    re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+"),
+    r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]+",
     # key=value and key: value forms for well-known secret names, also with a
     # quoted key as in JSON or a Python dict repr ("password": "...").
-    re.compile(
-        r"(?i)\b([A-Za-z0-9_-]*(?:token|api[_-]?key|secret|password|passwd))"
-        r"([\"']?\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
-    ),
+    (r"(?i)\b([A-Za-z0-9_-]*(?:token|api[_-]?key|secret|password|passwd))"
+     r"([\"']?\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"),
 ]
 
 
 def validate_run_id(run_id: object) -> str:
     """Return ``run_id`` if it is a safe run id (no path traversal), else raise."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):  # "$" allows "\n"
+    if not isinstance(run_id, str) or not re.fullmatch(RUN_ID_PATTERN, run_id):  # "$" allows "\n"
         shown = repr(run_id)[:60]
         raise LimitError(
             f"invalid run id {shown}: use 1-200 of A-Z a-z 0-9 . _ -"
@@ -45,7 +45,7 @@ def validate_run_id(run_id: object) -> str:
 
 def validate_session_id(session_id: object) -> str:
     """Session ids follow the run-id rule: they name rows, sockets and log lines."""
-    if not isinstance(session_id, str) or not RUN_ID_RE.fullmatch(session_id):
+    if not isinstance(session_id, str) or not re.fullmatch(RUN_ID_PATTERN, session_id):
         shown = repr(session_id)[:60]
         raise LimitError(
             f"invalid session id {shown}: use 1-200 of A-Z a-z 0-9 . _ -"
@@ -96,8 +96,8 @@ def encode_payload(value: Any, what: str = "payload") -> str:
 
 def redact(text: str) -> str:
     """Replace the values of well-known secrets with ``[redacted]``."""
-    text = _SECRET_PATTERNS[0].sub(lambda m: f"{m.group(1)} [redacted]", text)
-    return _SECRET_PATTERNS[1].sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
+    text = re.sub(_SECRET_PATTERNS[0], lambda m: f"{m.group(1)} [redacted]", text)
+    return re.sub(_SECRET_PATTERNS[1], lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
 
 
 def safe_error_message(text: object, *, fallback: str = "unknown error") -> str:

@@ -18,8 +18,8 @@ from .errors import PiWorkflowsError
 from .states import Outcome
 
 RESULT_FIELDS = ("outcome", "errorCode", "error", "exitCode")
-_SEGMENT_RE = re.compile(r"^[^.\s\[\]]+$")
-_INDEX_RE = re.compile(r"^(0|[1-9][0-9]*)$")
+_SEGMENT = r"^[^.\s\[\]]+$"  # compiled on first use (re caches it)
+_INDEX = r"^(0|[1-9][0-9]*)$"
 _PREFIXES: tuple[tuple[str, Literal["output", "result"]], ...] = (
     ("$output", "output"), ("$result", "result"), ("$", "output"),
 )
@@ -56,7 +56,7 @@ def parse_path(text: object) -> RoutePath:
     for segment in segments:
         if not segment:
             raise ValueError("has an empty segment (check for '..' or a trailing '.')")
-        if not _SEGMENT_RE.match(segment):
+        if not re.match(_SEGMENT, segment):
             raise ValueError(
                 f"has an invalid segment {segment!r}: segments are dot-separated keys"
                 " without spaces or brackets (index lists as $.items.0)"
@@ -79,7 +79,7 @@ def is_scalar(value: object) -> bool:
 def _step(value: Any, segment: str) -> tuple[bool, Any]:
     if isinstance(value, Mapping):
         return (True, value[segment]) if segment in value else (False, None)
-    if isinstance(value, list | tuple) and _INDEX_RE.match(segment):
+    if isinstance(value, list | tuple) and re.match(_INDEX, segment):
         index = int(segment)
         return (True, value[index]) if index < len(value) else (False, None)
     return False, None

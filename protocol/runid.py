@@ -11,11 +11,11 @@ import time
 
 from .limits import validate_run_id
 
-_SLUG_RE = re.compile(r"[^a-z0-9]+")
+_SLUG = r"[^a-z0-9]+"  # compiled on first use
 
 
 def slugify(name: str) -> str:
-    slug = _SLUG_RE.sub("-", name.lower()).strip("-")
+    slug = re.sub(_SLUG, "-", name.lower()).strip("-")
     return slug[:40] or "run"
 
 

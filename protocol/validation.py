@@ -31,7 +31,7 @@ from .definition import (
 )
 from .routing import is_scalar, parse_path
 
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"  # compiled on first use
 NAME_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
 _NODE_HELP = "build nodes with compute(), action(), shell(), agent(), notify() or checkpoint()"
 
@@ -40,7 +40,7 @@ def name_problems(name: object) -> list[str]:
     """Problems with a workflow name (pattern and reserved words)."""
     if not isinstance(name, str):
         return [f"workflow name must be a string, got {type(name).__name__}"]
-    if not NAME_RE.match(name):
+    if not re.match(NAME_PATTERN, name):
         return [f"workflow name {name!r} is invalid: {NAME_RULE}"]
     if name.lower() in COMMAND_WORDS:
         return [f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
@@ -171,7 +171,7 @@ def _collect_nodes(raw_nodes: object, problems: list[str]) -> dict[str, Node]:
                             f" {_NODE_HELP}")
             continue
         node_id = node.id
-        if not isinstance(node_id, str) or not NAME_RE.match(node_id):
+        if not isinstance(node_id, str) or not re.match(NAME_PATTERN, node_id):
             problems.append(f"nodes[{index}]: node id {node_id!r} is invalid: {NAME_RULE}")
             continue
         if node_id in nodes:

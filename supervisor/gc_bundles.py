@@ -33,7 +33,8 @@ from ..protocol.wire import MARKER_ENV, parse_marker
 GC_DIR = ".gc"  # run ids start with a letter or digit, so this is never a bundle
 # What a bundle holds (protocol/bundle.py); a directory without a manifest
 # must hold nothing else to count as one (a bundle whose creation stopped).
-_BUNDLE_ENTRIES = frozenset({"manifest.json", "workflow.json", "state.json", "trace.ndjson",
+_BUNDLE_ENTRIES = frozenset({"manifest.json", "workflow.json", "state.json", "state.ndjson",
+                             "trace.ndjson",
                              "processes.json", "session", "artifacts", LOCK_NAME})
 
 

@@ -102,13 +102,20 @@ class Engine:
     # ---- writing ------------------------------------------------------
 
     def _transition(self, event_type: str, payload: dict[str, Any], changes: RunState, *,
-                    node_id: str | None = None, attempt_id: str | None = None) -> None:
-        """Append one event with the projection it leads to; adopt it only once written."""
+                    node_id: str | None = None, attempt_id: str | None = None,
+                    merge: dict[str, dict[str, Any]] | None = None) -> None:
+        """Append one event with the projection it leads to; adopt it only once written.
+
+        ``merge`` patches ``outputs``/``results`` entry by entry, so the writer
+        can record a delta the size of the step, not of the run.
+        """
         with self._write_lock:
             after = RunState(**self.state)
             after.update(changes)
+            for key, patch in (merge or {}).items():
+                after[key] = {**self.state[key], **patch}  # type: ignore[literal-required]
             self.writer.append(event_type, payload, after, node_id=node_id,
-                               attempt_id=attempt_id)
+                               attempt_id=attempt_id, delta=(changes, merge or {}))
             self.state = after
 
     def note(self, event_type: str, payload: dict[str, Any], node_id: str,
@@ -347,15 +354,14 @@ class Engine:
             pending = {"type": END_EVENT[outcome.outcome],
                        "error": _error(outcome.error_code or "node_failed",
                                        f"node {node_id!r}: {outcome.error or outcome.outcome}")}
-        outputs = dict(self.state["outputs"])
+        merge: dict[str, dict[str, Any]] = {"results": {node_id: record}}
         if ok or output is not None:
-            outputs[node_id] = output
-        results = {**self.state["results"], node_id: record}
+            merge["outputs"] = {node_id: output}
         event = "node_finished" if ok else "node_failed"
         payload: dict[str, Any] = {"result": record, "next": nxt}
         if ok or output is not None:  # a failed shell step's output is evidence for `logs`
             payload["output"] = output
         self._transition(event, payload, {
-            "outputs": outputs, "results": results, "currentNode": nxt, "currentAttempt": None,
+            "currentNode": nxt, "currentAttempt": None,
             "lastNode": node_id, "pendingEnd": pending, "answeredNode": None},
-            node_id=node_id, attempt_id=attempt)
+            node_id=node_id, attempt_id=attempt, merge=merge)
