@@ -19,6 +19,8 @@ BENCHES: dict[str, tuple[str, str]] = {
                "`cancel` -> run cancelled while a node runs (default renewal), p50 goal < 1 s"),
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
+    "cli": ("bench.cli_bench",
+            "command-line start-up (status/list/sync --json, run --detach, --help) vs python -c pass"),
 }
 
 
