@@ -20,7 +20,7 @@ BENCHES: dict[str, tuple[str, str]] = {
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
     "cli": ("bench.cli_bench",
-            "command-line start-up (status/list/sync --json, run --detach, --help) vs python -c pass"),
+            "CLI start-up: status/list/sync --json, run --detach, --help vs python -c pass"),
 }
 
 

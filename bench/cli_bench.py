@@ -15,7 +15,8 @@ compute workflow with a few runs executed in this terminal (``run``), so
 each round (no host runs; the command says so on stderr), and ``sync`` uses
 one session throughout. ``--fast-off`` also times every command with
 ``PI_WORKFLOWS_NO_FAST_CLI=1`` (the full typer path), for the before/after.
-Figures only; nothing is asserted.
+The children run without ``PYTHONDONTWRITEBYTECODE`` (an installed package
+has its bytecode). Figures only; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ def main(argv: list[str]) -> int:
     try:
         root = base / "project"
         root.mkdir()
-        project = Project(root, clean_env(base / "home"))
+        env = clean_env(base / "home")
+        # An installed package has its bytecode; without it every module is
+        # compiled from source on every start, which is not what users see.
+        if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+            print("(PYTHONDONTWRITEBYTECODE is set here: the commands timed run without it)")
+        project = Project(root, env)
         project.write_workflow("chain", CHAIN)
         run_id = ""
         for _ in range(3):
@@ -102,7 +108,7 @@ def main(argv: list[str]) -> int:
         walls: dict[str, list[float]] = {name: [] for name, _, _ in table}
         cpus: dict[str, list[float]] = {name: [] for name, _, _ in table}
         codes: dict[str, set[int]] = {name: set() for name, _, _ in table}
-        for name, cmd, env in table:  # one warm-up each: page cache, .pyc files
+        for _, cmd, env in table:  # one warm-up each: page cache, .pyc files
             timed(cmd, env)
         for _ in range(args.samples):
             for name, cmd, env in table:

@@ -14,9 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any, cast
 
 from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, read_json, write_atomic, write_json_atomic
@@ -28,6 +26,9 @@ from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .runstate import RunState
 from .states import SETTLED_STATUSES
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
 # With fsync policy "node", these events are made durable before the next step.

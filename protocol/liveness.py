@@ -2,15 +2,14 @@
 
 A pid alone proves nothing (pids are reused): a runner is dead only if it
 ran on this host and its pid is gone, is a zombie, or now belongs to a
-process with another start time. Imports psutil and nothing from the store.
+process with another start time. Imports psutil (when first asked: the
+command line's read-only commands often never are) and nothing from the store.
 """
 
 from __future__ import annotations
 
 import os
 import socket
-
-import psutil
 
 # psutil derives create_time from boot time + clock ticks; tiny float noise.
 _START_TIME_TOLERANCE_S = 0.05
@@ -21,11 +20,15 @@ def host_name() -> str:
 
 
 def process_start_time(pid: int | None = None) -> float:
+    import psutil
+
     return psutil.Process(pid if pid is not None else os.getpid()).create_time()
 
 
 def is_same_process(pid: int, start_time: float) -> bool:
     """True if ``pid`` is alive and is still the process that started at ``start_time``."""
+    import psutil
+
     try:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
