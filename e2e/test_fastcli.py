@@ -12,6 +12,7 @@ the fast path (neither typer nor pydantic is loaded).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,70 @@ def test_sync_on_the_fast_path_catches_up_as_typer_does(project: Project) -> Non
     probe = _run(project, ["sync", "--json", "--session", "sess-probe", *where], project.env,
                  probe=True)
     assert probe.returncode == 0, probe.stderr
+
+
+def _masked(text: str, run_id: str) -> str:
+    if run_id:
+        text = text.replace(run_id, "<this run>")
+    return re.sub(r"\d{8}T\d{6}Z-[a-z0-9_-]+-[0-9a-f]{8}", "<new run>", text)
+
+
+@pytest.mark.timeout(240)
+def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> None:
+    """Each way acts on its own twin run; the outputs match with run ids masked."""
+    project.write_workflow("review", REVIEW)
+    project.write_workflow("quick", QUICK)
+    where = ["--project", str(project.root)]
+    slow = {**project.env, "PI_WORKFLOWS_NO_FAST_CLI": "1"}
+
+    def twins(fast_args: list[str], full_args: list[str], ids: tuple[str, str] = ("", "")
+              ) -> subprocess.CompletedProcess[str]:
+        fast = _run(project, [*fast_args, *where], project.env)
+        full = _run(project, [*full_args, *where], slow)
+        shown = [(p.returncode, _masked(p.stdout, i), _masked(p.stderr, i))
+                 for p, i in ((fast, ids[0]), (full, ids[1]))]
+        assert shown[0] == shown[1], fast_args
+        return fast
+
+    for args in (["run", "quick", "--detach", "--json"],
+                 ["run", "quick", "some", "words", "--detach", "--json", "--session", "s-1"],
+                 ["run", "review", "--detach", "--json", "--input-json", '{"task": "t"}']):
+        out = twins(args, args)
+        assert out.returncode == 0 and json.loads(out.stdout)["state"] == "queued"
+        assert "no host is running" in out.stderr
+        assert _run(project, [*args, *where], project.env, probe=True).returncode == 0, args
+    for args in (["run", "nosuch", "--detach", "--json"],
+                 ["run", "quick", "w", "--detach", "--json", "--input-json", "{}"],
+                 ["run", "quick", "--detach", "--json", "--input-json", "{bad"],
+                 ["run", "quick", "--detach", "--json", "--input-file", "/nonexistent.json"],
+                 ["run", "quick", "--detach", "--json", "--session", "bad session"],
+                 ["run", "--detach", "--json"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0, args
+
+    # Two waiting runs: one answered each way; then errors on what is left.
+    waiting = []
+    for _ in range(2):
+        assert project.cli("run", "review", "x", check=False).returncode == 3
+        waiting.append(json.loads(project.cli("list", "--json", "--state", "waiting")
+                                  .stdout)["runs"][0]["runId"])
+    assert waiting[0] != waiting[1]
+    out = twins(["answer", waiting[0], "yes", "--json"], ["answer", waiting[1], "yes", "--json"],
+                (waiting[0], waiting[1]))
+    assert out.returncode == 0 and json.loads(out.stdout)["parentRunId"] == waiting[0]
+    for args in (["answer", waiting[0], "again", "--json"],  # names its continuation
+                 ["answer", waiting[0], "--json"], ["answer", "deadbeef", "y", "--json"],
+                 ["answer", "bad id!", "y", "--json"],
+                 ["answer", waiting[0], "y", "--json", "--input-json", "1"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0 and len(out.stderr.splitlines()) == 1, args
+
+    # Two queued runs: one cancelled each way; then a second cancel, and no such run.
+    queued = [project.detach("quick") for _ in range(2)]
+    out = twins(["cancel", queued[0], "--json"], ["cancel", queued[1], "--json"],
+                (queued[0], queued[1]))
+    assert json.loads(out.stdout)["state"] == "cancelled"
+    for args in (["cancel", queued[0], "--json"], ["cancel", "deadbeef", "--json"],
+                 ["cancel", queued[0], "--no-wait", "--json"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0, args

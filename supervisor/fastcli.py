@@ -1,6 +1,7 @@
 """The ``pi-workflows`` entry point, with a fast path for the read-only JSON commands.
 
-Owns ``main``: ``status [RUN] --json``, ``list --json`` and ``sync --json``
+Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
+``run NAME --detach --json``, ``answer RUN --json`` and ``cancel RUN --json``
 (what the Pi extension and scripts call, often once a turn) are parsed here
 by hand and run without typer or pydantic, whose imports alone cost ten
 times a bare interpreter start. Everything else, and anything unusual in
@@ -9,7 +10,7 @@ a value that looks like an option, ``--follow``, odd settings that
 ``protocol.leansettings`` declines, shell completion), goes to the full
 typer app (``supervisor.cli``), which also gives every parse error. The
 answers come from the same functions (``supervisor.viewdata``,
-``supervisor.sync``), and the one-line errors and exit codes are those of
+``supervisor.sync``, ``supervisor.runcmds``), and the one-line errors and exit codes are those of
 ``supervisor.cli.main``: ``tests/supervisor/test_fastcli.py`` runs each
 case both ways and compares the bytes. ``PI_WORKFLOWS_NO_FAST_CLI=1``
 forces the typer path. Imports ``protocol`` and the modules the fast
@@ -22,7 +23,6 @@ import contextlib
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,17 @@ from ..protocol.errors import ExitCode, PiWorkflowsError
 NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
 SESSION_ENV = "PI_WORKFLOWS_SESSION"
 
-# command -> (positional arguments at most, flags, options that take a value)
-_SPECS: dict[str, tuple[int, frozenset[str], frozenset[str]]] = {
-    "status": (1, frozenset({"--json"}), frozenset({"--project", "--session"})),
-    "list": (0, frozenset({"--json"}),
+_MANY = 1 << 20
+_INPUT = frozenset({"--project", "--session", "--input-json", "--input-file"})
+# command -> (positional arguments at least, at most; flags; options that take a value)
+_SPECS: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
+    "status": (0, 1, frozenset({"--json"}), frozenset({"--project", "--session"})),
+    "list": (0, 0, frozenset({"--json"}),
              frozenset({"--project", "--state", "--workflow", "--since", "--limit"})),
-    "sync": (0, frozenset({"--json"}), frozenset({"--project", "--session"})),
+    "sync": (0, 0, frozenset({"--json"}), frozenset({"--project", "--session"})),
+    "run": (1, _MANY, frozenset({"--json", "--detach"}), _INPUT),
+    "answer": (1, _MANY, frozenset({"--json", "--force"}), _INPUT),
+    "cancel": (1, 1, frozenset({"--json", "--no-wait"}), frozenset({"--project"})),
 }
 
 
@@ -48,7 +53,7 @@ def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
     if not args or args[0] not in _SPECS:
         raise _Declined
     command, rest = args[0], args[1:]
-    most, flags, valued = _SPECS[command]
+    least, most, flags, valued = _SPECS[command]
     positional: list[str] = []
     seen: set[str] = set()
     values: dict[str, str] = {}
@@ -68,8 +73,9 @@ def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
         else:
             positional.append(token)
         i += 1
-    if "--json" not in seen:
-        raise _Declined
+    if "--json" not in seen or len(positional) < least or (
+            command == "run" and "--detach" not in seen):
+        raise _Declined  # a missing argument is worded by click; a run here is watched live
     return command, positional, seen, values
 
 
@@ -144,6 +150,44 @@ def _sync(values: dict[str, str]) -> int:
     return 0
 
 
+def _run(positional: list[str], values: dict[str, str]) -> int:
+    from . import runcmds
+    from .runinput import parse_input
+
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
+    prepared = runcmds.prepare(settings, paths, positional[0], raw)
+    _emit(runcmds.detach_json(runcmds.detach(settings, paths, prepared, owner)))
+    return 0
+
+
+def _answer(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+    from ..protocol.limits import validate_run_id
+    from . import runcmds
+
+    run = validate_run_id(positional[0])  # checked as it is parsed
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    value = runcmds.answer_value(positional[1:], values.get("--input-json"),
+                                 values.get("--input-file"))
+    parent, row = runcmds.answer(settings, paths, run, value, force="--force" in seen,
+                                 owner=owner)
+    _emit(runcmds.answer_json(parent, row))
+    return 0
+
+
+def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+    from ..protocol.limits import validate_run_id
+    from . import runcmds
+
+    run = validate_run_id(positional[0])
+    settings, paths = _settings_and_paths(values)
+    result, _ = runcmds.cancel_run(settings, paths, run, no_wait="--no-wait" in seen)
+    _emit(runcmds.cancel_json(result))
+    return 0
+
+
 def _fail(message: str, code: int) -> int:
     with contextlib.suppress(OSError):
         sys.stderr.write(f"pi-workflows: error: {message}\n")
@@ -155,7 +199,7 @@ def fast(args: list[str]) -> int | None:
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
         return None
     try:
-        command, positional, _, values = _parse(args)
+        command, positional, seen, values = _parse(args)
     except _Declined:
         return None
     debug = os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
@@ -164,17 +208,27 @@ def fast(args: list[str]) -> int | None:
             return _status(positional, values)
         if command == "list":
             return _list(values)
-        return _sync(values)
+        if command == "sync":
+            return _sync(values)
+        if command == "run":
+            return _run(positional, values)
+        if command == "answer":
+            return _answer(positional, seen, values)
+        return _cancel(positional, seen, values)
     except _Declined:
         return None  # declined before anything was read or written
     except PiWorkflowsError as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         return _fail(exc.message, exc.exit_code)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as exc:
         if debug:
+            import traceback
+
             traceback.print_exc()
         return _fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
                      ExitCode.INTERNAL)
