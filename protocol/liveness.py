@@ -9,13 +9,14 @@ command line's read-only commands often never are) and nothing from the store.
 from __future__ import annotations
 
 import os
-import socket
 
 # psutil derives create_time from boot time + clock ticks; tiny float noise.
 _START_TIME_TOLERANCE_S = 0.05
 
 
 def host_name() -> str:
+    import socket  # with selectors, a tenth of a read-only command's start
+
     return socket.gethostname()
 
 
