@@ -5,28 +5,33 @@ This top-level package is the one short import for workflow authors
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
 ``protocol.definition`` and ``protocol.define`` only and must not import
-``worker`` or ``supervisor``.
+``worker`` or ``supervisor``. The names load on first use (PEP 562): every
+``pi_workflows.*`` import runs this file first, and the command line must
+not pay for the definition model it does not use.
 """
 
 from __future__ import annotations
 
-from .protocol.define import define_workflow
-from .protocol.definition import (
-    DEFAULT,
-    DefinitionError,
-    NodeContext,
-    Workflow,
-    action,
-    agent,
-    checkpoint,
-    compute,
-    definition_digest,
-    edge,
-    notify,
-    shell,
-    snapshot,
-    switch,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .protocol.define import define_workflow
+    from .protocol.definition import (
+        DEFAULT,
+        DefinitionError,
+        NodeContext,
+        Workflow,
+        action,
+        agent,
+        checkpoint,
+        compute,
+        definition_digest,
+        edge,
+        notify,
+        shell,
+        snapshot,
+        switch,
+    )
 
 __version__ = "0.1.0a1"
 __all__ = [
@@ -47,3 +52,16 @@ __all__ = [
     "snapshot",
     "switch",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "define_workflow":
+        from .protocol.define import define_workflow as value
+    elif name in __all__:
+        from .protocol import definition
+
+        value = getattr(definition, name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value

@@ -23,6 +23,8 @@ BENCHES: dict[str, tuple[str, str]] = {
               "DBOS Transact vs one host, interleaved: workflows/s, latency, kill -9 recovery"),
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
+    "cli": ("bench.cli_bench",
+            "CLI start-up: status/list/sync --json, run --detach, --help vs python -c pass"),
 }
 
 

@@ -14,9 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
-
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any, cast
 
 from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, fsync_dir, read_json, write_atomic, write_json_atomic
@@ -29,6 +27,9 @@ from .paths import ensure_private_dir
 from .runstate import RunState
 from .statelog import LOG_FROM_BYTES, LOG_NAME, delta_line, fold
 from .states import SETTLED_STATUSES
+
+if TYPE_CHECKING:
+    from filelock import FileLock
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
 # (top-level changes, {"outputs"/"results": {node id: new entry}}) of one transition.

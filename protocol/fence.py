@@ -5,7 +5,7 @@ verify in the store that the writer's claim token is current and unexpired,
 write, release. A writer whose claim was lost gets ``ClaimLost`` and writes
 nothing. The check is the caller's ``ClaimVerifier`` (the store), so this
 module does not import ``protocol.store``. Imports ``protocol.errors``,
-``protocol.paths`` and filelock.
+``protocol.paths`` and filelock (when the first lock is taken).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
-
-from filelock import FileLock, Timeout
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import PiWorkflowsError
 from .paths import ensure_private_dir
+
+if TYPE_CHECKING:  # loaded by the first lock: a reader of bundles takes none
+    from filelock import FileLock
 
 LOCK_NAME = ".bundle.lock"
 
@@ -54,6 +55,8 @@ def lock_timeout() -> float:
 
 def bundle_lock(bundle_dir: Path, timeout: float | None = None) -> FileLock:
     """The run's lock file; ``FileLock`` uses ``flock``, so a dead holder frees it."""
+    from filelock import FileLock
+
     ensure_private_dir(bundle_dir)
     # A kernel lock (flock), kept at a stable path; never the soft fallback,
     # whose stale files a crashed writer would leave behind.
@@ -73,6 +76,8 @@ def fenced(store: ClaimVerifier, bundle_dir: Path, run_id: str, token: str,
     A writer that fences often passes its own ``lock`` (from ``bundle_lock``)
     so the lock object and the directory check are not rebuilt every time.
     """
+    from filelock import Timeout
+
     held = lock if lock is not None else bundle_lock(bundle_dir, timeout)
     try:
         held.acquire()

@@ -2,7 +2,9 @@
 
 Owns the ``Paths`` record, the project key (a short hash of the project's
 real path) and creating 0700 directories. Kept free of pydantic so the
-worker's boot stays light. Imports nothing from the package.
+worker's boot stays light; also resolving them from settings (``resolve_paths``),
+which the pydantic settings and the command line's lean ones share. Imports
+``protocol.errors`` only.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from .errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -62,3 +67,29 @@ def ensure_private_dir(path: Path) -> Path:
     if path.stat().st_mode & 0o777 != 0o700:
         os.chmod(path, 0o700)
     return path
+
+
+def resolve_paths(settings: Any, project: Path | str) -> Paths:
+    """Derive every path; each one can be overridden on its own.
+
+    ``settings``: a ``protocol.settings.Settings`` (or the command line's lean
+    equivalent, ``protocol.leansettings``): only its path fields are read.
+    """
+    proj = Path(os.path.realpath(Path(project).expanduser()))
+    if not proj.is_dir():
+        raise UsageError(f"project directory does not exist: {proj}")
+    home = settings.home.expanduser().absolute()
+    state = (settings.state_dir or home / "projects" / project_key(proj)).expanduser().absolute()
+
+    def pick(value: Path | None, default: Path) -> Path:
+        return (value or default).expanduser().absolute()
+
+    return Paths(
+        project=proj,
+        home=home,
+        state_dir=state,
+        store_file=pick(settings.store_file, state / "store.sqlite3"),
+        runs_dir=pick(settings.runs_dir, state / "runs"),
+        host_lock=pick(settings.host_lock, state / "host.lock"),
+        log_dir=pick(settings.log_dir, state / "logs"),
+    )

@@ -5,8 +5,8 @@ and resolution of per-project paths (state dir keyed by a hash of the
 project's real path). A bad value names where it came from (argument,
 environment variable or config file), the key and the type expected.
 Imports pydantic, ``protocol.errors``, ``protocol.configfile`` and
-``protocol.paths`` (whose ``Paths``, ``project_key`` and ``ensure_private_dir``
-it re-exports).
+``protocol.paths`` (whose ``Paths``, ``project_key``, ``ensure_private_dir`` and
+``resolve_paths`` it re-exports).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pydantic_settings import (
 
 from .configfile import expected, read_config
 from .errors import UsageError
-from .paths import Paths, ensure_private_dir, project_key
+from .paths import Paths, ensure_private_dir, project_key, resolve_paths
 
 __all__ = ["Paths", "Settings", "ensure_private_dir", "load_settings", "project_key",
            "resolve_paths"]
@@ -146,25 +146,3 @@ def _origin(key: str, overrides: dict[str, Any]) -> str:
         return f" (environment variable {env})"
     path = config_file()
     return f" in the config file {path}" if path.is_file() else ""
-
-
-def resolve_paths(settings: Settings, project: Path | str) -> Paths:
-    """Derive every path; each one can be overridden on its own."""
-    proj = Path(os.path.realpath(Path(project).expanduser()))
-    if not proj.is_dir():
-        raise UsageError(f"project directory does not exist: {proj}")
-    home = settings.home.expanduser().absolute()
-    state = (settings.state_dir or home / "projects" / project_key(proj)).expanduser().absolute()
-
-    def pick(value: Path | None, default: Path) -> Path:
-        return (value or default).expanduser().absolute()
-
-    return Paths(
-        project=proj,
-        home=home,
-        state_dir=state,
-        store_file=pick(settings.store_file, state / "store.sqlite3"),
-        runs_dir=pick(settings.runs_dir, state / "runs"),
-        host_lock=pick(settings.host_lock, state / "host.lock"),
-        log_dir=pick(settings.log_dir, state / "logs"),
-    )

@@ -1,23 +1,25 @@
 """What every CLI command shares: options, settings, run input, JSON output.
 
-Owns the --project, --json, --session and --input-* options, the RUN argument, reading a run's
-input from words, JSON text or a file (``-``: standard input) within the
-input limit, and printing JSON. Imports typer and ``protocol`` only.
+Owns the --project, --json, --session and --input-* options, the RUN argument
+and printing JSON; reading a run's input is ``supervisor.runinput`` (shared
+with the fast command line). Imports typer, ``protocol`` and
+``supervisor.runinput``.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument
 
-from ..protocol.errors import LimitError, UsageError
-from ..protocol.limits import MAX_PRIVATE_INPUT_BYTES, validate_run_id, validate_session_id
+from ..protocol.limits import validate_run_id, validate_session_id
 from ..protocol.settings import Paths, Settings, load_settings, resolve_paths
+from .runinput import json_input, parse_input
+
+__all__ = ["json_input", "parse_input"]  # read here by the commands (supervisor.runinput)
 
 # Every option and argument names its metavar: typer's default shows Python
 # types (<list[str]>, {file}) to people.
@@ -78,59 +80,3 @@ def emit_json(value: Any) -> None:
 
 def session_id(value: str | None) -> str | None:
     return None if value is None else validate_session_id(value)
-
-
-def _read_file(path: str) -> str:
-    """The file's text, refusing more than the input limit before reading it all."""
-    try:
-        if path == "-":
-            data = sys.stdin.buffer.read(MAX_PRIVATE_INPUT_BYTES + 1)
-        else:
-            with open(path, "rb") as fh:
-                data = fh.read(MAX_PRIVATE_INPUT_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"cannot read --input-file {path}: {exc.strerror or exc}",
-                         code="input_invalid") from None
-    if len(data) > MAX_PRIVATE_INPUT_BYTES:
-        raise LimitError(f"--input-file {path} is larger than {MAX_PRIVATE_INPUT_BYTES} bytes",
-                         code="input_too_large")
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        raise UsageError(f"--input-file {path} is not UTF-8 text", code="input_invalid") from None
-
-
-def _parse_json(text: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        # The position, never the text: input may be private.
-        raise UsageError(f"{where} is not valid JSON: {exc.msg} at position {exc.pos}",
-                         code="input_invalid") from None
-    except RecursionError:
-        raise UsageError(f"{where} is nested too deeply", code="input_invalid") from None
-    except ValueError:  # an integer too long to read (more than 4,300 digits)
-        raise UsageError(f"{where} has a number too long to read; give it as a string",
-                         code="input_invalid") from None
-
-
-def json_input(input_json: str | None, input_file: str | None) -> tuple[bool, Any]:
-    """(given, value) of --input-json / --input-file; both at once is a usage error."""
-    if input_json is not None and input_file is not None:
-        raise UsageError("give either --input-json or --input-file, not both")
-    if input_json is not None:
-        return True, _parse_json(input_json, "--input-json")
-    if input_file is not None:
-        return True, _parse_json(_read_file(input_file), f"--input-file {input_file}")
-    return False, None
-
-
-def parse_input(task: list[str] | None, input_json: str | None,
-                input_file: str | None = None) -> Any:
-    """JSON input if given; otherwise trailing words become ``{"task": ...}``."""
-    given, value = json_input(input_json, input_file)
-    if given:
-        if task:
-            raise UsageError("give either TASK words or --input-json/--input-file, not both")
-        return value
-    return {"task": " ".join(task)} if task else {}

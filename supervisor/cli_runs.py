@@ -1,7 +1,8 @@
 """The run commands: run, answer, cancel, resume and watch.
 
 Owns parsing their arguments and printing their results; the work is done
-by the session runner (``supervisor.session``), preflight
+by ``supervisor.runcmds`` (detached runs, answers, cancels: shared with the
+fast command line), the session runner (``supervisor.session``), preflight
 (``protocol.launch``), settling (``protocol.settle``) and the store (the
 ``host`` command is ``supervisor.cli_host``). ``register(app)`` adds the
 commands. Never imports the worker.
@@ -9,22 +10,16 @@ commands. Never imports the worker.
 
 from __future__ import annotations
 
-import contextlib
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..protocol.discovery import resolve_for
-from ..protocol.errors import ConflictError, ExitCode, UsageError
-from ..protocol.launch import prepare_continuation, prepare_run
-from ..protocol.settings import Paths
+from ..protocol.errors import ExitCode, UsageError
 from ..protocol.settle import repin_source
 from ..protocol.states import CLAIMED, QueueState, RunStatus
-from ..protocol.store import Store, open_store
-from ..protocol.wakeup import poke
-from . import cancel
+from ..protocol.store import open_store
+from . import runcmds
 from .activation import run_in_session
 from .cli_options import (
     InputFileOpt,
@@ -34,19 +29,19 @@ from .cli_options import (
     RunArg,
     SessionOpt,
     emit_json,
-    json_input,
     parse_input,
     project_context,
     session_id,
 )
+from .runcmds import wake_host
 from .runref import existing_row as _existing
 from .runref import project_store as _store
-from .runref import resolve_run
 from .runview import JsonLinesView, terminal_view
 from .session import run_attached, session_runner
-from .sync import host_running
 from .views import run_status
 from .watch import watch
+
+__all__ = ["register", "wake_host"]  # wake_host: supervisor.cli_fork
 
 
 def run_command(
@@ -77,7 +72,7 @@ def run_command(
     settings, paths = project_context(project)
     owner = session_id(session)
     raw = parse_input(task, input_json, input_file)
-    prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
+    prepared = runcmds.prepare(settings, paths, name, raw)
     if not detach:
         with open_store(settings, paths.store_file) as store, \
                 terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
@@ -89,23 +84,11 @@ def run_command(
                 row = store.get(prepared.run_id)
                 emit_json(run_status(row, paths.runs_dir) if row else {"runId": prepared.run_id})
         raise typer.Exit(code)
-    with open_store(settings, paths.store_file) as store:
-        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                     notify_session=owner)
-        wake_host(store, paths)
+    row = runcmds.detach(settings, paths, prepared, owner)
     if as_json:
-        emit_json({"runId": row.run_id, "workflow": row.workflow, "state": row.state})
+        emit_json(runcmds.detach_json(row))
     else:
         typer.echo(row.run_id)
-
-
-def wake_host(store: Store, paths: Paths) -> None:
-    """Poke the host; when none runs, say so on stderr: the run waits until one does."""
-    poke(paths.state_dir)
-    if not host_running(store):
-        with contextlib.suppress(OSError):
-            sys.stderr.write("pi-workflows: queued; no host is running for this project:"
-                             " start one with `pi-workflows host --background`\n")
 
 
 def answer_command(
@@ -129,38 +112,12 @@ def answer_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    given, answer = json_input(input_json, input_file)
-    if given and text:
-        raise UsageError("give the answer as words or as JSON, not both")
-    if not given:
-        if not text:
-            raise UsageError("give the answer as words, --input-json or --input-file")
-        answer = " ".join(text)
-    with _store(settings, paths) as store:
-        run = resolve_run(store, run, paths)
-        _not_answered(store, run)
-        prepared = prepare_continuation(paths.runs_dir, run, answer, force=force)
-        try:
-            row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                         parent_run_id=run, notify_session=owner)
-        except ConflictError as exc:
-            if exc.code == "continuation_exists":
-                _not_answered(store, run)  # answered meanwhile: name that continuation
-            raise
-        wake_host(store, paths)
+    answer = runcmds.answer_value(text, input_json, input_file)
+    run, row = runcmds.answer(settings, paths, run, answer, force=force, owner=owner)
     if as_json:
-        emit_json({"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
-                   "state": row.state})
+        emit_json(runcmds.answer_json(run, row))
     else:
         typer.echo(row.run_id)
-
-
-def _not_answered(store: Store, run: str) -> None:
-    child = store.continuation_of(run)
-    if child is not None:
-        raise ConflictError(f"run {run} was already answered: its continuation is"
-                            f" {child.run_id} ({child.state}); see `pi-workflows status"
-                            f" {child.run_id}`", code="continuation_exists")
 
 
 def cancel_command(
@@ -181,20 +138,12 @@ def cancel_command(
     Example: pi-workflows cancel 99624cea
     """
     settings, paths = project_context(project)
-    with _store(settings, paths) as store:
-        row = _existing(store, run, paths)
-        run = row.run_id
-        was_waiting = row.state == QueueState.DONE
-        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
-        poke(paths.state_dir)
-        result = cancel.Cancelled(row, None)
-        if not no_wait:
-            result = cancel.settle_wait(store, paths.runs_dir, run, fsync=settings.fsync)
+    result, was_waiting = runcmds.cancel_run(settings, paths, run, no_wait=no_wait)
+    run = result.row.run_id
     row, status = result.row, result.status
     stopped = row.state not in CLAIMED
     if as_json:
-        emit_json({"runId": row.run_id, "state": row.state, "runStatus": status,
-                   "cancelRequested": row.cancel_requested, "stopped": stopped})
+        emit_json(runcmds.cancel_json(result))
         return
     if not stopped:
         typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary"

@@ -2,21 +2,20 @@
 
 Owns parsing their arguments and printing their results: one run with its
 chain, the unfinished and waiting runs, a session's run, and the filtered
-listing. The views themselves are ``supervisor.views`` and
-``supervisor.listing``. ``register(app)`` adds the commands. Never imports
+listing. What they report is ``supervisor.viewdata`` (shared with the fast
+command line, ``supervisor.fastcli``); the lines are ``supervisor.views``
+and ``supervisor.listing``. ``register(app)`` adds the commands. Never imports
 the worker.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..protocol.clock import now_ms
-from ..protocol.states import TERMINAL
-from ..protocol.store import open_store
 from .cli_options import (
     JsonOpt,
     ProjectOpt,
@@ -26,10 +25,9 @@ from .cli_options import (
     run_text,
     session_id,
 )
-from .listing import STATE_WORDS, check_state, listing_lines, select
-from .runref import existing_row, project_store
-from .timefmt import parse_duration
-from .views import chain_lines, run_status, status_line, status_with_chain
+from .listing import STATE_WORDS, listing_lines
+from .viewdata import list_data, status_data
+from .views import chain_lines, status_line
 
 
 def status_command(
@@ -52,37 +50,22 @@ def status_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    with project_store(settings, paths) as store:
-        if run is not None:
-            info = status_with_chain(store, existing_row(store, run, paths), paths.runs_dir)
-            if as_json:
-                emit_json(info)
-                return
-            for line in [status_line(info, now_ms()), *chain_lines(info)]:
-                typer.echo(line)
-            return
-        if owner is not None:
-            mine = store.session_run(owner)
-            found = None if mine is None else run_status(mine, paths.runs_dir)
-            if as_json:
-                emit_json({"session": owner, "run": found})
-            else:
-                typer.echo(f"session {owner}: no runs" if found is None
-                           else status_line(found, now_ms()))
-            return
-        # Unfinished runs, and runs that wait for an answer (done in the queue).
-        rows = [r for r in store.list_runs() if r.state not in TERMINAL]
-        rows += store.waiting_runs()
-        rows.sort(key=lambda r: (r.created_at, r.run_id))
-        forks = store.forks_of([r.run_id for r in rows])
-        infos = [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]
+    data = status_data(settings, paths, run, owner)
     if as_json:
-        emit_json({"runs": infos})
-    else:
-        for info in infos:
-            typer.echo(status_line(info, now_ms()))
-        if not infos:
-            typer.echo("no unfinished runs and none waiting for an answer")
+        emit_json(data)
+        return
+    if run is not None:
+        for line in [status_line(data, now_ms()), *chain_lines(data)]:
+            typer.echo(line)
+        return
+    if owner is not None:
+        found = data["run"]
+        typer.echo(f"session {owner}: no runs" if found is None else status_line(found, now_ms()))
+        return
+    for info in data["runs"]:
+        typer.echo(status_line(info, now_ms()))
+    if not data["runs"]:
+        typer.echo("no unfinished runs and none waiting for an answer")
 
 
 def list_command(
@@ -111,14 +94,7 @@ def list_command(
     Example: pi-workflows list --state waiting --since 2h
     """
     settings, paths = project_context(project)
-    check_state(state)
-    since_ms = None if since is None else now_ms() - int(parse_duration(since, "--since") * 1000)
-    if not paths.store_file.exists():
-        infos: list[dict[str, Any]] = []
-    else:
-        with open_store(settings, paths.store_file) as store:
-            infos = select(store, paths.runs_dir, state=state, workflow=workflow,
-                           since_ms=since_ms, limit=limit)
+    infos = list_data(settings, paths, state=state, workflow=workflow, since=since, limit=limit)
     if as_json:
         emit_json({"runs": infos})
         return

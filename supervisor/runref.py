@@ -10,11 +10,16 @@ Imports ``protocol`` only.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..protocol.bundle import bundle_exists
 from ..protocol.errors import NotFound, UsageError
 from ..protocol.limits import validate_run_id
-from ..protocol.settings import Paths, Settings
+from ..protocol.paths import Paths
 from ..protocol.store import QueueRow, Store, open_store
+
+if TYPE_CHECKING:  # pydantic: the fast command line does not load it
+    from ..protocol.settings import Settings
 
 SHOWN_MATCHES = 5  # an ambiguous reference lists this many of its matches
 

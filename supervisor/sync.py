@@ -21,7 +21,6 @@ from typing import Any
 from ..protocol.liveness import is_same_process
 from ..protocol.states import QueueState, RunStatus
 from ..protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
-from .activation import follow_up_text
 from .views import run_status
 
 Q, S = QueueState, RunStatus
@@ -124,6 +123,8 @@ def delivered(store: Store, snapshot: Snapshot) -> None:
 
 
 def _follow_up(intent: TurnIntent) -> str:
+    from .activation import follow_up_text  # the session runner: only for a follow-up
+
     p = intent.payload
     return follow_up_text(str(p.get("workflow", "?")), intent.run_id,
                           str(p.get("error") or intent.cause))

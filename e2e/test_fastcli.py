@@ -1,0 +1,210 @@
+"""The fast command line answers byte for byte as the typer app does.
+
+Every case runs ``python -m pi_workflows ...`` twice, on the fast path and
+with ``PI_WORKFLOWS_NO_FAST_CLI=1`` (the full typer app), and compares exit
+code, stdout and stderr exactly: good answers, each one-line error (bad run
+id, unknown project, no store, ambiguous prefix, bad session, bad filters),
+settings errors from the environment and the config file, and the cases the
+fast path leaves to typer. The plain cases are also checked to really take
+the fast path (neither typer nor pydantic is loaded).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .harness import Project
+from .test_cli_lifecycle import QUICK, REVIEW
+
+FAST_PROBE = (
+    "import sys\n"
+    "from pi_workflows.supervisor.fastcli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "slow = [m for m in ('typer', 'pydantic', 'pydantic_settings', 'psutil', 'filelock')"
+    " if m in sys.modules]\n"
+    "sys.exit(99 if slow else code)\n"
+)
+
+
+def _run(project: Project, args: list[str], env: dict[str, str], *,
+         probe: bool = False) -> subprocess.CompletedProcess[str]:
+    head = [sys.executable, "-c", FAST_PROBE] if probe else [sys.executable, "-m", "pi_workflows"]
+    return subprocess.run([*head, *args], env=env, capture_output=True, text=True, timeout=60,
+                          cwd=project.root)
+
+
+def _both(project: Project, args: list[str], extra: dict[str, str] | None = None,
+          ) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    env = {**project.env, **(extra or {})}
+    fast = _run(project, args, env)
+    full = _run(project, args, {**env, "PI_WORKFLOWS_NO_FAST_CLI": "1"})
+    return fast, full
+
+
+def _same(project: Project, args: list[str], extra: dict[str, str] | None = None,
+          ) -> subprocess.CompletedProcess[str]:
+    fast, full = _both(project, args, extra)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (
+        full.returncode, full.stdout, full.stderr), args
+    assert "Traceback" not in fast.stderr, fast.stderr
+    return fast
+
+
+@pytest.mark.timeout(240)
+def test_the_fast_path_answers_exactly_as_typer(project: Project, tmp_path: Path) -> None:
+    project.write_workflow("review", REVIEW)
+    project.write_workflow("quick", QUICK)
+    assert project.cli("run", "review", "the", "docs", check=False).returncode == 3
+    parent = json.loads(project.cli("list", "--json").stdout)["runs"][0]["runId"]
+    project.cli("answer", parent, "yes")  # a queued continuation: a chain of two
+    assert project.cli("run", "quick", check=False).returncode == 0
+    queued = project.detach("quick")
+    where = ["--project", str(project.root)]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+
+    good = [
+        ["status", parent, "--json"], ["status", parent.rsplit("-", 1)[1], "--json"],
+        ["status", queued[:-2], "--json"], ["status", "--json"],
+        ["status", "--json", "--session", "nobody"], ["list", "--json"],
+        ["list", "--json", "--state", "waiting"], ["list", "--json", "--state", "answered"],
+        ["list", "--workflow", "quick", "--limit", "1", "--json"],
+        ["list", "--json", "--since", "2h"], ["list", "--json", "--state", "queued/running"],
+    ]
+    for args in good:
+        out = _same(project, [*args, *where])
+        assert out.returncode == 0 and json.loads(out.stdout)
+        assert _run(project, [*args, *where], project.env, probe=True).returncode == 0, args
+    # The current directory is the default project.
+    _same(project, ["status", parent, "--json"])
+
+    errors = [
+        ["status", "deadbeef", "--json", *where],  # no such run
+        ["status", "2026", "--json", *where],  # ambiguous prefix
+        ["status", "bad id!", "--json", *where], ["status", "x" * 300, "--json", *where],
+        ["status", "--json", "--session", "bad session!", *where],
+        ["status", parent, "--json", "--project", str(tmp_path / "nowhere")],
+        ["status", parent, "--json", "--project", str(empty)],  # no store yet
+        ["list", "--json", "--state", "bogus", *where], ["list", "--json", "--since", "x", *where],
+        ["list", "--json", "--limit", "0", *where], ["list", "--json", "--limit", "x", *where],
+        ["sync", "--json", *where], ["sync", "--json", "--session", "no good", *where],
+    ]
+    for args in errors:
+        out = _same(project, args)
+        assert out.returncode != 0 and out.stderr.startswith("pi-workflows: error: "), args
+        assert len(out.stderr.splitlines()) == 1, out.stderr
+    nothing = _same(project, ["list", "--json", "--project", str(empty)])
+    assert json.loads(nothing.stdout) == {"runs": []}
+
+    # Left to typer: help, unknown or repeated options, --opt=value, one argument too many,
+    # human output (whose times move: only an error is compared).
+    for args in (["status", "--help"], ["status", "--json", "--bogus", *where],
+                 ["status", "--json", "--json", *where], [f"--project={project.root}"],
+                 ["status", "a", "b", "--json", *where], ["list", "--json", "--project"],
+                 ["--debug", "status", parent, "--json", *where], ["status", "deadbeef", *where]):
+        _same(project, args)
+
+    # Settings: odd but valid values, bad ones, and the config file's errors.
+    args = ["status", parent, "--json", *where]
+    home = Path(project.env["PI_WORKFLOWS_HOME"])
+    for extra in ({"PI_WORKFLOWS_LEASE_MS": "abc"}, {"PI_WORKFLOWS_RENEW_MS": "9000"},
+                  {"PI_WORKFLOWS_LEASE_MS": "030000"}, {"PI_WORKFLOWS_SESSION": ""},
+                  {"PI_WORKFLOWS_SESSION": "editor-1"},
+                  {"PI_WORKFLOWS_CONFIG": str(tmp_path / "missing.toml")}):
+        _same(project, args, extra)
+        _same(project, ["status", "--json", *where], extra)
+    for text in ('leas_ms = 1\n', 'lease_ms = "x"\n', 'lease_ms = [\n', 'fsync = "never"\n'):
+        (home / "config.toml").write_text(text)
+        _same(project, args)
+    (home / "config.toml").unlink()
+
+
+@pytest.mark.timeout(120)
+def test_sync_on_the_fast_path_catches_up_as_typer_does(project: Project) -> None:
+    """Two fresh sessions, one synced each way: the same snapshot, names aside, twice."""
+    project.write_workflow("review", REVIEW)
+    assert project.cli("run", "review", "a", "task", check=False).returncode == 3
+    where = ["--project", str(project.root)]
+    for _ in range(2):  # a first sync, then one with nothing new
+        fast = _run(project, ["sync", "--json", "--session", "sess-fast", *where], project.env)
+        full = _run(project, ["sync", "--json", "--session", "sess-full", *where],
+                    {**project.env, "PI_WORKFLOWS_NO_FAST_CLI": "1"})
+        assert (fast.returncode, fast.stderr) == (full.returncode, full.stderr) == (0, "")
+        assert fast.stdout == full.stdout.replace("sess-full", "sess-fast")
+        assert json.loads(fast.stdout)["session"] == "sess-fast"
+    probe = _run(project, ["sync", "--json", "--session", "sess-probe", *where], project.env,
+                 probe=True)
+    assert probe.returncode == 0, probe.stderr
+
+
+def _masked(text: str, run_id: str) -> str:
+    if run_id:
+        text = text.replace(run_id, "<this run>")
+    return re.sub(r"\d{8}T\d{6}Z-[a-z0-9_-]+-[0-9a-f]{8}", "<new run>", text)
+
+
+@pytest.mark.timeout(240)
+def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> None:
+    """Each way acts on its own twin run; the outputs match with run ids masked."""
+    project.write_workflow("review", REVIEW)
+    project.write_workflow("quick", QUICK)
+    where = ["--project", str(project.root)]
+    slow = {**project.env, "PI_WORKFLOWS_NO_FAST_CLI": "1"}
+
+    def twins(fast_args: list[str], full_args: list[str], ids: tuple[str, str] = ("", "")
+              ) -> subprocess.CompletedProcess[str]:
+        fast = _run(project, [*fast_args, *where], project.env)
+        full = _run(project, [*full_args, *where], slow)
+        shown = [(p.returncode, _masked(p.stdout, i), _masked(p.stderr, i))
+                 for p, i in ((fast, ids[0]), (full, ids[1]))]
+        assert shown[0] == shown[1], fast_args
+        return fast
+
+    for args in (["run", "quick", "--detach", "--json"],
+                 ["run", "quick", "some", "words", "--detach", "--json", "--session", "s-1"],
+                 ["run", "review", "--detach", "--json", "--input-json", '{"task": "t"}']):
+        out = twins(args, args)
+        assert out.returncode == 0 and json.loads(out.stdout)["state"] == "queued"
+        assert "no host is running" in out.stderr
+        assert _run(project, [*args, *where], project.env, probe=True).returncode == 0, args
+    for args in (["run", "nosuch", "--detach", "--json"],
+                 ["run", "quick", "w", "--detach", "--json", "--input-json", "{}"],
+                 ["run", "quick", "--detach", "--json", "--input-json", "{bad"],
+                 ["run", "quick", "--detach", "--json", "--input-file", "/nonexistent.json"],
+                 ["run", "quick", "--detach", "--json", "--session", "bad session"],
+                 ["run", "--detach", "--json"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0, args
+
+    # Two waiting runs: one answered each way; then errors on what is left.
+    waiting = []
+    for _ in range(2):
+        assert project.cli("run", "review", "x", check=False).returncode == 3
+        waiting.append(json.loads(project.cli("list", "--json", "--state", "waiting")
+                                  .stdout)["runs"][0]["runId"])
+    assert waiting[0] != waiting[1]
+    out = twins(["answer", waiting[0], "yes", "--json"], ["answer", waiting[1], "yes", "--json"],
+                (waiting[0], waiting[1]))
+    assert out.returncode == 0 and json.loads(out.stdout)["parentRunId"] == waiting[0]
+    for args in (["answer", waiting[0], "again", "--json"],  # names its continuation
+                 ["answer", waiting[0], "--json"], ["answer", "deadbeef", "y", "--json"],
+                 ["answer", "bad id!", "y", "--json"],
+                 ["answer", waiting[0], "y", "--json", "--input-json", "1"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0 and len(out.stderr.splitlines()) == 1, args
+
+    # Two queued runs: one cancelled each way; then a second cancel, and no such run.
+    queued = [project.detach("quick") for _ in range(2)]
+    out = twins(["cancel", queued[0], "--json"], ["cancel", queued[1], "--json"],
+                (queued[0], queued[1]))
+    assert json.loads(out.stdout)["state"] == "cancelled"
+    for args in (["cancel", queued[0], "--json"], ["cancel", "deadbeef", "--json"],
+                 ["cancel", queued[0], "--no-wait", "--json"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode != 0, args

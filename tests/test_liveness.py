@@ -1,0 +1,58 @@
+"""Proving a process alive from /proc gives psutil's answers, start times included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+from pi_workflows.protocol import liveness
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+
+def _psutil_same(pid: int, start: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(proc.create_time() - start) <= 0.05
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_the_start_time_is_psutils_to_the_bit() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        for pid in (os.getpid(), child.pid, 1):
+            seen = liveness._proc_stat(pid)
+            assert isinstance(seen, tuple), pid
+            assert seen[1] == psutil.Process(pid).create_time(), pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_alive_zombie_dead_and_reused_agree_with_psutil() -> None:
+    me = psutil.Process().create_time()
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:  # exited, not reaped
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.01)
+    zombie_start = psutil.Process(child.pid).create_time()
+    cases = [(os.getpid(), me), (os.getpid(), me + 1.0), (os.getpid(), me - 0.04),
+             (child.pid, zombie_start)]
+    for pid, start in cases:
+        assert liveness.is_same_process(pid, start) == _psutil_same(pid, start), (pid, start)
+    assert liveness.is_same_process(os.getpid(), me)
+    assert not liveness.is_same_process(os.getpid(), me + 1.0)
+    assert not liveness.is_same_process(child.pid, zombie_start)
+    child.wait()
+    assert liveness._proc_stat(child.pid) == liveness._GONE or psutil.pid_exists(child.pid)
+    assert liveness.is_same_process(child.pid, zombie_start) == _psutil_same(child.pid,
+                                                                             zombie_start)
+    assert liveness._proc_stat(0) is None  # psutil decides pid 0
