@@ -49,6 +49,7 @@ FIELDS: dict[str, tuple[str, Any, tuple[float | None, float | None, float | None
     "restart_backoff_s": (_F, 0.5, (0, None, None)),
     "poll_interval_s": (_F, 1.0, (None, 0, None)),
     "hung_kill_after_s": (_F, 5.0, (0, None, None)),
+    "zygote": (_B, True, (None, None, None)),
     "standby": (_B, True, (None, None, None)),
     "pi_bin": (_OS, None, (None, None, None)),
     "pi_agent_dir": (_OP, None, (None, None, None)),
