@@ -9,7 +9,6 @@ policy, and torn-tail repair. Imports protocol modules only; never the engine.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from .atomic import append_line, fsync_dir, read_json, write_atomic, write_json_
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError, UsageError
 from .fence import CancelPending, ClaimVerifier, bundle_lock, fenced
-from .jsonenc import compact_json
+from .jsonenc import compact_json, complete_lines
 from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .runstate import RunState
@@ -69,18 +68,11 @@ class TraceScan:
 def scan_trace(data: bytes) -> TraceScan:
     events: list[dict[str, Any]] = []
     offset = 0
-    while True:
-        end = data.find(b"\n", offset)
-        if end < 0:
-            break
-        try:
-            event = json.loads(data[offset:end])
-        except (ValueError, UnicodeDecodeError):
-            break
+    for event, after in complete_lines(data):
         if not isinstance(event, dict) or event.get("seq") != len(events) + 1:
             break
         events.append(event)
-        offset = end + 1
+        offset = after
     return TraceScan(events, offset, len(data))
 
 

@@ -12,6 +12,7 @@ Imports nothing from the package.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -23,3 +24,22 @@ def canonical_json(value: Any) -> str:
 def compact_json(value: Any) -> str:
     """``value`` as one compact line of UTF-8 text (sorted keys); never hash this."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def complete_lines(data: bytes) -> Iterator[tuple[Any, int]]:
+    """Each complete, parseable JSON line of ``data`` with the offset just past it.
+
+    Stops at the first line without its newline (a torn write) or that is not
+    JSON: what comes after a damaged line is never trusted.
+    """
+    offset = 0
+    while True:
+        end = data.find(b"\n", offset)
+        if end < 0:
+            return
+        try:
+            value = json.loads(data[offset:end])
+        except (ValueError, UnicodeDecodeError):
+            return
+        offset = end + 1
+        yield value, offset

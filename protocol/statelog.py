@@ -16,11 +16,10 @@ Imports ``protocol.jsonenc`` only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .jsonenc import compact_json
+from .jsonenc import compact_json, complete_lines
 
 LOG_NAME = "state.ndjson"
 # Below this size ``state.json`` is rewritten after every event, as always: the
@@ -48,16 +47,7 @@ def fold(base: dict[str, Any], data: bytes) -> dict[str, Any]:
     """
     seq = int(base.get("traceSeq", 0))
     state = base
-    offset = 0
-    while True:
-        end = data.find(b"\n", offset)
-        if end < 0:
-            break
-        try:
-            line = json.loads(data[offset:end])
-        except (ValueError, UnicodeDecodeError):
-            break
-        offset = end + 1
+    for line, _ in complete_lines(data):
         if not isinstance(line, dict) or not isinstance(line.get("traceSeq"), int):
             break
         if line["traceSeq"] <= seq and state is base:
