@@ -9,10 +9,8 @@ and are registered here. Imports typer,
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +18,7 @@ import typer
 
 from ..protocol.errors import ExitCode, PiWorkflowsError
 from .cli_options import JsonOpt, ProjectOpt, emit_json, plain_help, project_context
+from .exits import INTERRUPTED, exit_for, fail
 
 app = typer.Typer(
     name="pi-workflows",
@@ -75,13 +74,6 @@ def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
         typer.echo(f"{key:<{width}}  {value}")
 
 
-def _fail(message: str, code: int) -> int:
-    # The terminal may be gone (a closed window): the exit code still tells.
-    with contextlib.suppress(OSError):
-        sys.stderr.write(f"pi-workflows: error: {message}\n")
-    return code
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a documented exit code for every error."""
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
@@ -94,23 +86,15 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except typer.Abort:
-        return _fail("aborted", 130)
-    except PiWorkflowsError as exc:
-        if debug:
-            traceback.print_exc()
-        return _fail(exc.message, exc.exit_code)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return fail("aborted", INTERRUPTED)
+    except (PiWorkflowsError, KeyboardInterrupt) as exc:
+        return exit_for(exc, debug=debug)
     except Exception as exc:
         # Typer's parser errors (vendored click) carry a message and an exit code:
         # bad usage, never a traceback, even with --debug.
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
-            return _fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
-        if debug:
-            traceback.print_exc()
-        # A bug: still one line unless --debug.
-        return _fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
-                     ExitCode.INTERNAL)
+            return fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
+        return exit_for(exc, debug=debug)
 
 
 from .cli_workflows import register as _register_workflows  # noqa: E402

@@ -19,14 +19,13 @@ commands use; typer and pydantic only when it falls back.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..protocol.errors import ExitCode, PiWorkflowsError
+from .exits import exit_for
 
 NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
 SESSION_ENV = "PI_WORKFLOWS_SESSION"
@@ -188,12 +187,6 @@ def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> in
     return 0
 
 
-def _fail(message: str, code: int) -> int:
-    with contextlib.suppress(OSError):
-        sys.stderr.write(f"pi-workflows: error: {message}\n")
-    return code
-
-
 def fast(args: list[str]) -> int | None:
     """The exit code of a command the fast path ran; None when it declines."""
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
@@ -217,21 +210,8 @@ def fast(args: list[str]) -> int | None:
         return _cancel(positional, seen, values)
     except _Declined:
         return None  # declined before anything was read or written
-    except PiWorkflowsError as exc:
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        return _fail(exc.message, exc.exit_code)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
-    except Exception as exc:
-        if debug:
-            import traceback
-
-            traceback.print_exc()
-        return _fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
-                     ExitCode.INTERNAL)
+    except (Exception, KeyboardInterrupt) as exc:
+        return exit_for(exc, debug=debug)
 
 
 def main(argv: list[str] | None = None) -> int:
