@@ -35,6 +35,11 @@ def run_text(value: str | None) -> str | None:
     return None if value is None else validate_run_id(value)
 
 
+NameArg = Annotated[str, typer.Argument(
+    metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")]
+TaskArg = Annotated[list[str] | None, typer.Argument(
+    metavar="[TASK]...", show_default=False,
+    help="Task words; they become the input {\"task\": \"...\"}.")]
 RunArg = Annotated[str, typer.Argument(
     metavar="RUN", show_default=False, callback=run_text,
     help="Run id, a unique prefix of it, or its trailing hex part (`pi-workflows list`).")]

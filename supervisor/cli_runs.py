@@ -25,9 +25,11 @@ from .cli_options import (
     InputFileOpt,
     InputJsonOpt,
     JsonOpt,
+    NameArg,
     ProjectOpt,
     RunArg,
     SessionOpt,
+    TaskArg,
     emit_json,
     parse_input,
     project_context,
@@ -45,11 +47,8 @@ __all__ = ["register", "wake_host"]  # wake_host: supervisor.cli_fork
 
 
 def run_command(
-    name: Annotated[str, typer.Argument(
-        metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")],
-    task: Annotated[list[str] | None, typer.Argument(
-        metavar="[TASK]...", show_default=False,
-        help="Task words; they become the input {\"task\": \"...\"}.")] = None,
+    name: NameArg,
+    task: TaskArg = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     detach: Annotated[bool, typer.Option(

@@ -24,8 +24,10 @@ from .cli_options import (
     InputFileOpt,
     InputJsonOpt,
     JsonOpt,
+    NameArg,
     ProjectOpt,
     SessionOpt,
+    TaskArg,
     emit_json,
     parse_input,
     project_context,
@@ -46,11 +48,8 @@ def _required(session: str | None, command: str) -> str:
 
 
 def start_command(
-    name: Annotated[str, typer.Argument(
-        metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")],
-    task: Annotated[list[str] | None, typer.Argument(
-        metavar="[TASK]...", show_default=False,
-        help="Task words; they become the input {\"task\": \"...\"}.")] = None,
+    name: NameArg,
+    task: TaskArg = None,
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     session: SessionOpt = None,
