@@ -13,22 +13,19 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from .artifacts import ArtifactDir, externalize, internalize
 from .atomic import append_line, fsync_dir, read_json, write_atomic, write_json_atomic
 from .clock import Clock, now_ms
 from .errors import PiWorkflowsError, UsageError
-from .fence import CancelPending, ClaimVerifier, bundle_lock, fenced
+from .fence import CancelPending, ClaimVerifier, RunLock, bundle_lock, fenced
 from .jsonenc import compact_json, complete_lines
 from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .runstate import RunState
 from .statelog import LOG_FROM_BYTES, LOG_NAME, delta_line, fold
 from .states import SETTLED_STATUSES
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
 # (top-level changes, {"outputs"/"results": {node id: new entry}}) of one transition.
@@ -189,7 +186,7 @@ class BundleWriter:
         self.seq = 0
         self._status: str | None = None
         self._manifest: dict[str, Any] = {}
-        self._lock: FileLock | None = None
+        self._lock: RunLock | None = None
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the bundle dir
         self._full_bytes = 0  # size of the last full state.json write
         self._log_bytes = 0  # bytes in the journal since then

@@ -116,6 +116,22 @@ def worker_env(marker: str, *, config_json: str = "", token: str | None = None) 
     return env
 
 
+def forked_worker_args(project: Path, runner_id: str, parent_pid: int, *, run_id: str,
+                       claim_state: str, force: bool = False) -> argparse.Namespace:
+    """What ``parse_worker_args(worker_argv(...)[3:])`` returns, without argparse.
+
+    A forked worker gets its arguments from its zygote's request, so building
+    and running a parser (about 2 ms of every fork) would only re-read what
+    we just wrote; a test holds the two equal.
+    """
+    state = QueueState(claim_state)
+    if state not in CLAIMED:
+        raise ValueError(f"a worker runs a claimed run, not a {state} one")
+    return argparse.Namespace(project=str(project), run=run_id, runner=runner_id,
+                              claim_state=str(state), parent_pid=parent_pid,
+                              force=force, zygote=None, title_room="")
+
+
 def parse_worker_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="pi-workflows-worker")
     parser.add_argument("--project", required=True)

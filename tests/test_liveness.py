@@ -31,6 +31,9 @@ def test_the_start_time_is_psutils_to_the_bit() -> None:
             seen = liveness._proc_stat(pid)
             assert isinstance(seen, tuple), pid
             assert seen[1] == psutil.Process(pid).create_time(), pid
+            # What processes.json records (a worker's own, off psutil) is the same number.
+            assert liveness.process_start_time(pid) == psutil.Process(pid).create_time(), pid
+        assert liveness.process_start_time() == psutil.Process().create_time()
     finally:
         child.kill()
         child.wait()

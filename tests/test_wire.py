@@ -9,6 +9,7 @@ from pi_workflows.protocol.wire import (
     ForkRequest,
     decode_zygote_message,
     exit_message,
+    forked_worker_args,
     marker_value,
     parse_marker,
     parse_worker_args,
@@ -29,6 +30,18 @@ def test_worker_argv_round_trips_through_the_workers_parser(tmp_path: Path) -> N
     assert zygote.zygote == 7 and zygote.run is None and zygote.parent_pid == 1
     with pytest.raises(ValueError):
         worker_argv(tmp_path, "host-x", 1)  # a run worker needs its run
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("state", "force"), [("starting", False), ("running", True)])
+def test_a_forked_worker_gets_exactly_what_the_parser_would_give_a_cold_one(
+        tmp_path: Path, state: str, force: bool) -> None:
+    argv = worker_argv(tmp_path, "host-x", 4242, run_id="r1", claim_state=state, force=force)
+    built = forked_worker_args(tmp_path, "host-x", 4242, run_id="r1", claim_state=state,
+                               force=force)
+    assert vars(built) == vars(parse_worker_args(argv[3:]))
+    with pytest.raises(ValueError):
+        forked_worker_args(tmp_path, "host-x", 1, run_id="r1", claim_state="parked")
 
 
 @pytest.mark.timeout(10)

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,13 +127,10 @@ MIN_NUDGE_INTERVAL_S = 0.05
 
 def _renew(settings: WorkerConfig, claim: Claim, control: Control,
            lost: threading.Event, stop: threading.Event, nudge: threading.Event) -> None:
-    try:
-        store = retry_store(lambda: open_worker_store(settings),
-                            deadline_s=settings.lease_ms / 1000)
-    except PiWorkflowsError:
-        lost.set()  # cannot renew: stop now rather than write on a lapsing lease
-        control.request_park()
-        return
+    # Its own connection, opened at the first renewal rather than at boot,
+    # where it would compete with the run's first writes on the hot path.
+    store: Store | None = None
+    deadline_s = max(0.5, (settings.lease_ms - settings.renew_ms) / 1000)
     try:
         while True:
             if nudge.wait(settings.renew_ms / 1000):
@@ -141,17 +139,21 @@ def _renew(settings: WorkerConfig, claim: Claim, control: Control,
             if stop.is_set():
                 return
             try:
-                renewal = retry_store(lambda: store.renew(claim.run_id, claim.token),
-                                      deadline_s=max(0.5, (settings.lease_ms - settings.renew_ms)
-                                                     / 1000))
-            except (ClaimLost, StoreTransientError):
+                if store is None:
+                    store = retry_store(lambda: open_worker_store(settings),
+                                        deadline_s=deadline_s)
+                renewal = retry_store(partial(store.renew, claim.run_id, claim.token),
+                                      deadline_s=deadline_s)
+            except (ClaimLost, PiWorkflowsError):
+                # Lost, or cannot renew: stop now rather than write on a lapsing lease.
                 lost.set()
                 control.request_park()
                 return
             if renewal.cancel_requested:
                 control.request_cancel()
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 class _LazyLog:
@@ -202,6 +204,11 @@ def main(argv: list[str] | None = None, *, host_pidfd: int | None = None) -> int
         from .zygote import serve_zygote  # it imports this module
 
         return serve_zygote(args)
+    return run_worker(args, host_pidfd=host_pidfd)
+
+
+def run_worker(args: argparse.Namespace, *, host_pidfd: int | None = None) -> int:
+    """One worker's life from its parsed arguments (a fork skips the parser)."""
     key = project_key(Path(args.project))
     set_title(worker_title(key, args.run, "booting"))
     if host_pidfd is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import gc
 import os
 import random
 import select
@@ -36,8 +37,8 @@ from ..protocol.wire import (
     ForkRequest,
     exit_message,
     forked_message,
+    forked_worker_args,
     marker_value,
-    worker_argv,
 )
 from . import process
 from .process import die_with_parent
@@ -92,9 +93,9 @@ def _child(req: ForkRequest, args: argparse.Namespace, slot: EnvSlot, host_pidfd
     slot.write(req.marker)
     os.environ[CONFIG_ENV] = req.config_json
     os.environ[TOKEN_ENV] = req.token  # popped again by the worker's boot
-    argv = worker_argv(Path(args.project), args.runner, req.parent_pid, run_id=req.run_id,
-                       claim_state=req.claim_state, force=req.force)[3:]
-    return process.main(argv, host_pidfd=host_pidfd)
+    worker = forked_worker_args(Path(args.project), args.runner, req.parent_pid,
+                                run_id=req.run_id, claim_state=req.claim_state, force=req.force)
+    return process.run_worker(worker, host_pidfd=host_pidfd)
 
 
 def _run_child(req: ForkRequest, args: argparse.Namespace, slot: EnvSlot, host_pidfd: int,
@@ -128,6 +129,10 @@ def serve_zygote(args: argparse.Namespace) -> int:
     if os.getppid() != args.parent_pid:  # it died between the check and the open
         return 0
     assert threading.active_count() == 1, "the zygote must fork from a single thread"
+    # Everything loaded so far lives as long as every worker: out of the
+    # collector's sight, a child's collections never walk (and so never copy)
+    # the pages it shares with the zygote.
+    gc.freeze()
     children: dict[int, int] = {}  # pidfd -> pid, of the workers this zygote forked
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
