@@ -102,6 +102,13 @@ workflow = define_workflow(
 
 
 @pytest.mark.timeout(90)
+def _projection(project: Project, run_id: str) -> tuple[bytes, ...]:
+    """The trace and the projection's files (``state.json`` and its journal), as bytes."""
+    bundle = project.paths.runs_dir / run_id
+    return tuple((bundle / name).read_bytes() if (bundle / name).exists() else b""
+                 for name in ("trace.ndjson", "state.json", "state.ndjson"))
+
+
 def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> None:
     project.env["PI_WORKFLOWS_LEASE_MS"] = "1500"
     project.env["PI_WORKFLOWS_RENEW_MS"] = "300"
@@ -116,8 +123,7 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
     try:
         wait_for(lambda: len(project.lines("hold.started")) == 1, what="node hold running")
         os.kill(worker.pid, signal.SIGSTOP)
-        trace = project.paths.runs_dir / run_id / "trace.ndjson"
-        before = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
+        before = _projection(project, run_id)
         with Store(project.paths.store_file, lease_ms=60_000) as store:
             # Claimed and renewed on the 1.5 s lease: it has lapsed within seconds.
             wait_for(lambda: (store.get(run_id).lease_expires_at or 0) < store._now(),
@@ -127,7 +133,7 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         project.release()
         os.kill(worker.pid, signal.SIGCONT)
         assert worker.wait(30) == WorkerExit.CLAIM_LOST
-        after = (trace.read_bytes(), (project.paths.runs_dir / run_id / "state.json").read_bytes())
+        after = _projection(project, run_id)
         assert after == before
         row = project.row(run_id)
         assert row.state == "running" and row.claim_token == taken.token

@@ -24,7 +24,7 @@ from .jsonenc import compact_json, complete_lines
 from .limits import validate_run_id
 from .paths import ensure_private_dir
 from .runstate import RunState
-from .statelog import LOG_FROM_BYTES, LOG_NAME, delta_line, fold
+from .statelog import COMPACT_FROM_BYTES, LOG_NAME, delta_line, fold, fold_prefix
 from .states import SETTLED_STATUSES
 
 BUNDLE_SCHEMA = "pi-workflows.bundle.v1"
@@ -288,8 +288,14 @@ class BundleWriter:
             raw = self.bundle.raw_state()
             self._status = raw.get("status")
             if self._status in SETTLED_STATUSES:
-                # A settled run is never resumed: leave every byte as it is.
+                # A settled run is never resumed: leave every byte as it is, but
+                # for a manifest that a crash left one status behind its projection.
                 self.seq = int(raw.get("traceSeq", 0))
+                if self._manifest.get("status") != self._status:
+                    self._manifest.update({"status": self._status,
+                                           "updatedAt": raw.get("updatedAt")})
+                    write_json_atomic(self.bundle.manifest_path, self._manifest,
+                                      sync=self.fsync != "never")
                 return self.bundle.state(), RepairReport(self.seq, 0, 0, False)
             self._compact(raw)
             report = self._repair(raw)
@@ -304,19 +310,25 @@ class BundleWriter:
                 path.unlink()
 
     def _compact(self, raw: Mapping[str, Any]) -> None:
-        """Fold a journal left by an earlier writer into ``state.json`` (same projection).
+        """Make the journal safe to append to for a resumed writer.
 
-        A resumed writer then appends to an empty journal, never after a line a
-        crash tore.
+        A journal whose lines all fold is kept as it is (a resume refused
+        later changes no byte); one with a torn or stray tail is folded into
+        ``state.json`` and emptied, so nothing is ever appended after a line
+        a crash tore.
         """
         b = self.bundle
+        self._full_bytes = self._stat_size(b.state_path)
         try:
-            size = b.state_log_path.stat().st_size
+            data = b.state_log_path.read_bytes()
         except FileNotFoundError:
-            self._full_bytes = self._stat_size(b.state_path)
+            self._log_bytes = 0
             return
-        if size:
-            self._write_full(dict(raw), sync=self.fsync != "never")
+        _, valid = fold_prefix(dict(b._read(b.state_path)), data)
+        if valid == len(data):
+            self._log_bytes = len(data)
+            return
+        self._write_full(dict(raw), sync=self.fsync != "never")
         self._log_bytes = 0
         self._full_bytes = self._stat_size(b.state_path)
 
@@ -343,11 +355,11 @@ class BundleWriter:
         b = self.bundle
         now = self.clock()
         status = state.get("status")
-        if delta is not None and status == self._status and self._full_bytes >= LOG_FROM_BYTES:
+        if delta is not None and status == self._status and b.state_path.exists():
             changes, merge = delta
             line = delta_line(self.seq, now, self._externalize(dict(changes), sync),
                               self._externalize({k: dict(v) for k, v in merge.items()}, sync))
-            if self._log_bytes + len(line) <= self._full_bytes:
+            if self._log_bytes + len(line) <= max(self._full_bytes, COMPACT_FROM_BYTES):
                 append_line(b.state_log_path, line, sync=sync)
                 if sync and not self._log_entry_synced:
                     fsync_dir(b.dir)  # the journal's own directory entry, once

@@ -64,22 +64,24 @@ def _since_resume(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_a_line_appended_but_not_projected_is_dropped_and_its_node_reruns(h: Harness) -> None:
     h.write("three", THREE)
     run_id = h.launch("three")
-    # The process dies after b's node_finished line is written, before state.json.
-    real_write = bundle_mod.write_json_atomic
+    # The process dies after b's node_finished line is written, before its
+    # projection write (a journal line or a state.json replace).
+    writer_cls = bundle_mod.BundleWriter
+    real_write = writer_cls._write_state_and_manifest
     armed = {"on": True}
 
-    def dying_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
-        if armed["on"] and path.name == "state.json" and value.get("lastNode") == "b":
+    def dying_write(self: Any, state: Any, **kwargs: Any) -> None:
+        if armed["on"] and state.get("lastNode") == "b":
             armed["on"] = False
             raise Crash("between the trace line and the projection")
-        real_write(path, value, sync=sync, sync_dir=sync_dir)
+        real_write(self, state, **kwargs)
 
-    bundle_mod.write_json_atomic = dying_write  # type: ignore[assignment]
+    writer_cls._write_state_and_manifest = dying_write  # type: ignore[method-assign]
     try:
         with pytest.raises(Crash):
             h.execute(run_id)
     finally:
-        bundle_mod.write_json_atomic = real_write  # type: ignore[assignment]
+        writer_cls._write_state_and_manifest = real_write  # type: ignore[method-assign]
     bundle = h.bundle(run_id)
     raw_trace = bundle.trace_path.read_bytes()
     orphan = raw_trace.splitlines()[-1]
@@ -328,10 +330,35 @@ def test_a_file_edited_between_enqueue_and_first_claim_fails_the_launch(h: Harne
     assert not h.bundle(run_id).exists()
 
 
-@pytest.mark.parametrize("crash_at", range(1, 7))
+# A run's atomic file replacements: workflow.json, manifest.json, state.json
+# at creation; state.json and manifest.json when it settles (every step in
+# between is a journal line).
+RUN_REPLACEMENTS = 5
+
+
+def test_the_crash_points_below_are_every_replacement_of_a_run(h: Harness) -> None:
+    h.write("three", THREE)
+    run_id = h.launch("three")
+    real_write = bundle_mod.write_json_atomic
+    calls: list[str] = []
+
+    def counting_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
+        calls.append(path.name)
+        real_write(path, value, sync=sync, sync_dir=sync_dir)
+
+    bundle_mod.write_json_atomic = counting_write  # type: ignore[assignment]
+    try:
+        assert h.execute(run_id).outcome == "completed"
+    finally:
+        bundle_mod.write_json_atomic = real_write  # type: ignore[assignment]
+    assert len(calls) == RUN_REPLACEMENTS, calls
+
+
+@pytest.mark.parametrize("crash_at", range(1, RUN_REPLACEMENTS + 1))
 def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(h: Harness,
                                                                  crash_at: int) -> None:
-    """Die at the n-th atomic file replacement of a new run: the next claim finishes it."""
+    """Die at the n-th atomic file replacement of a new run (creation, and the
+    settling write whose manifest lags its projection): the next claim finishes it."""
     h.write("three", THREE)
     run_id = h.launch("three")
     real_write = bundle_mod.write_json_atomic

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from pi_workflows import compute, define_workflow, edge, switch
 from pi_workflows.protocol.bundle import Bundle
+from pi_workflows.protocol.statelog import fold
 from pi_workflows.protocol.store import Store
 from pi_workflows.worker.engine import ResumeRefused
 
@@ -51,7 +52,7 @@ class History:
     direct: Direct
     trace: bytes
     ends: list[int]  # ends[i]: byte offset just after line i (ends[0] == 0)
-    snaps: list[tuple[bytes, bytes]]  # (state.json, manifest.json) after transition s
+    snaps: list[tuple[bytes, bytes, bytes]]  # (state.json, its journal, manifest) after s
     workflow_json: bytes
     final: dict[str, Any]
     scratch: Path
@@ -69,10 +70,12 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
         direct.enqueue()
         engine = direct.engine()
         writer = engine.writer
-        snaps: list[tuple[bytes, bytes]] = []
+        snaps: list[tuple[bytes, bytes, bytes]] = []
 
         def snap() -> None:
+            log = writer.bundle.state_log_path
             snaps.append((writer.bundle.state_path.read_bytes(),
+                          log.read_bytes() if log.exists() else b"",
                           writer.bundle.manifest_path.read_bytes()))
 
         create, append = writer.create, writer.append
@@ -99,6 +102,7 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Iterator[History]:
             if byte == ord("\n"):
                 ends.append(i + 1)
         assert len(ends) - 1 == LINES == len(snaps) - 1
+        assert any(journal for _, journal, _ in snaps)  # the journal's crashes are tried too
         for name in NODES:
             assert len(file_lines(direct.project / f"{name}.log")) == 1
         yield History(direct, trace, ends, snaps, bundle.workflow_path.read_bytes(),
@@ -116,8 +120,10 @@ def _build(hist: History, where: Path, offset: int, seq: int) -> tuple[Bundle, P
     (bdir / "artifacts").mkdir(mode=0o700)
     project.mkdir()
     (bdir / "workflow.json").write_bytes(hist.workflow_json)
-    state, manifest = hist.snaps[seq]
+    state, journal, manifest = hist.snaps[seq]
     (bdir / "state.json").write_bytes(state)
+    if journal:
+        (bdir / "state.ndjson").write_bytes(journal)
     (bdir / "manifest.json").write_bytes(manifest)
     (bdir / "trace.ndjson").write_bytes(hist.trace[:offset])
     for event in hist.events[:seq]:  # what ran before the crash, as far as it was recorded
@@ -207,4 +213,6 @@ def test_the_history_is_the_expected_one(history: History) -> None:
     types = [e["type"] for e in history.events]
     assert types == ["run_started"] + ["node_started", "node_finished"] * 3 + ["run_completed"]
     assert json.loads(history.snaps[0][0])["traceSeq"] == 0
-    assert [json.loads(s)["traceSeq"] for s, _ in history.snaps] == list(range(LINES + 1))
+    # The projection (state.json with its journal folded on) after every transition.
+    assert [fold(json.loads(s), j)["traceSeq"] for s, j, _ in history.snaps] == \
+        list(range(LINES + 1))
