@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from .harness import Project
+from .harness import Project, wait_for
 from .test_cli_lifecycle import QUICK, REVIEW
 
 FAST_PROBE = (
@@ -208,3 +209,44 @@ def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> N
                  ["cancel", queued[0], "--no-wait", "--json"]):
         out = _same(project, [*args, *where])
         assert out.returncode != 0, args
+
+
+HOST_PROBE = (
+    "import sys\n"
+    "from pi_workflows.supervisor.fastcli import main\n"
+    "code = main(sys.argv[1:])\n"
+    "slow = [m for m in ('typer', 'pydantic', 'pydantic_settings') if m in sys.modules]\n"
+    "sys.exit(99 if slow else code)\n"
+)
+
+
+@pytest.mark.timeout(120)
+def test_a_foreground_host_starts_without_typer_and_serves(project: Project) -> None:
+    """`host` on the fast path: runs a queued run, drains on SIGTERM, never loads typer."""
+    project.write_workflow("quick", QUICK)
+    run_id = project.detach("quick")
+    proc = subprocess.Popen([sys.executable, "-c", HOST_PROBE, "host", "--project",
+                             str(project.root), "--concurrency", "1", "--", "--no-tools"],
+                            env=project.env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        wait_for(lambda: project.row(run_id).state == "done", timeout=60,
+                 what="the queued run to finish under the fast-path host")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err  # 99: typer or pydantic was loaded
+    assert "concurrency 1" in err and "Traceback" not in err
+
+    # Its errors, and what it leaves to typer, are worded exactly as typer words them.
+    for args in (["host", "--project", str(project.root / "nowhere")],
+                 ["host", "--concurrency", "0", "--project", str(project.root)],
+                 ["host", "--concurrency", "x", "--project", str(project.root)],
+                 ["host", "--json", "--project", str(project.root)],
+                 ["host", "--background", "--stop"], ["host", "--help"]):
+        out = _same(project, args)
+        assert (out.returncode == 0) == (args[-1] == "--help"), args
+    _same(project, ["host", "--project", str(project.root)], {"PI_WORKFLOWS_LEASE_MS": "abc"})

@@ -114,7 +114,9 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
     project.env["PI_WORKFLOWS_RENEW_MS"] = "300"
     project.write_workflow("stall", STALL)
     run_id = project.detach("stall")
-    with project.store() as store:
+    # A long first lease: a worker that boots slowly on a loaded machine must
+    # still find its claim; its own renewals then keep it on the 1.5 s lease.
+    with Store(project.paths.store_file, lease_ms=60_000) as store:
         claim = store.claim_by_id(run_id, "stale-runner")
     worker = subprocess.Popen(
         worker_argv(project.root, "stale-runner", os.getpid(), run_id=run_id,
@@ -122,6 +124,9 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         env={**project.env, TOKEN_ENV: claim.token}, start_new_session=True)
     try:
         wait_for(lambda: len(project.lines("hold.started")) == 1, what="node hold running")
+        # Renewed at least once, so its lease is the 1.5 s one when it stops.
+        wait_for(lambda: (project.row(run_id).lease_expires_at or 0) < claim.lease_expires_at,
+                 timeout=30, what="the worker's first renewal")
         os.kill(worker.pid, signal.SIGSTOP)
         before = _projection(project, run_id)
         with Store(project.paths.store_file, lease_ms=60_000) as store:

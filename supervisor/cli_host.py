@@ -9,27 +9,23 @@ imports the worker.
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..protocol.errors import UsageError
-from ..protocol.logsetup import setup_logging
 from ..protocol.settings import Paths, Settings
 from .background import START_TIMEOUT_S, STOP_MARGIN_S, host_argv, start_background, stop_host
 from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
-from .host import Host, StartupReport
-from .serve import HostServer
+from .hostmain import MAX_CONCURRENCY, MIN_CONCURRENCY, run_foreground
 
 
 def host_command(
     ctx: typer.Context,
     project: ProjectOpt = Path("."),
     concurrency: Annotated[int | None, typer.Option(
-        "--concurrency", min=1, max=256, metavar="N",
+        "--concurrency", min=MIN_CONCURRENCY, max=MAX_CONCURRENCY, metavar="N",
         help="Runs executed at once (default: the setting, else the number of CPUs).")] = None,
     background: Annotated[bool, typer.Option(
         "--background", help="Start it detached from this terminal (its output in"
@@ -67,21 +63,7 @@ def host_command(
         return
     if timeout is not None or as_json:
         raise UsageError("--timeout and --json go with --background or --stop")
-    setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
-    host = Host(paths, settings, concurrency=concurrency, pi_args=tuple(ctx.args))
-
-    def started(report: StartupReport) -> None:
-        sys.stderr.write(
-            f"pi-workflows host: runner {report.runner_id} (pid {os.getpid()})\n"
-            f"  project {paths.project}\n  store   {paths.store_file}\n"
-            f"  runs    {paths.runs_dir}\n  logs    {paths.log_dir}\n"
-            f"  reaped {report.reaped} orphan process(es); took over {report.taken_over}"
-            f" run(s); concurrency {host.concurrency}\n"
-            "  `pi-workflows host --stop`, Ctrl-C or SIGTERM drains: running runs are parked"
-            " and resume later\n")
-        sys.stderr.flush()
-
-    raise typer.Exit(HostServer(host).serve(on_start=started))
+    raise typer.Exit(run_foreground(settings, paths, concurrency, ctx.args))
 
 
 def _background(paths: Paths, argv: list[str], timeout: float | None, as_json: bool) -> None:

@@ -2,8 +2,10 @@
 
 Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
 ``run NAME --detach --json``, ``answer RUN --json`` and ``cancel RUN --json``
-(what the Pi extension and scripts call, often once a turn) are parsed here
-by hand and run without typer or pydantic, whose imports alone cost ten
+(what the Pi extension and scripts call, often once a turn), and a
+foreground ``host [--project P] [--concurrency N] [-- PI_ARGS]`` (a host
+restarted after a crash should reach its runs fast), are parsed here by
+hand and run without typer or pydantic, whose imports alone cost ten
 times a bare interpreter start. Everything else, and anything unusual in
 those commands (``--help``, an unknown or repeated option, ``--opt=value``,
 a value that looks like an option, ``--follow``, odd settings that
@@ -187,15 +189,62 @@ def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> in
     return 0
 
 
+def _host_args(rest: list[str]) -> tuple[dict[str, str], int | None, list[str]]:
+    """``host [--project P] [--concurrency N] [-- PI_ARGS...]`` in the foreground, else declined.
+
+    ``--background``, ``--stop``, ``--help`` and anything unusual go to typer.
+    """
+    from .hostmain import MAX_CONCURRENCY, MIN_CONCURRENCY
+
+    values: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token == "--":
+            return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), rest[i + 1:]
+        if token not in ("--project", "--concurrency") or token in values or i + 1 >= len(rest):
+            raise _Declined
+        value = rest[i + 1]
+        if not value or value.startswith("-"):
+            raise _Declined
+        values[token] = value
+        i += 2
+    return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), []
+
+
+def _concurrency(values: dict[str, str], least: int, most: int) -> int | None:
+    text = values.get("--concurrency")
+    if text is None:
+        return None
+    if not text.isdigit() or not least <= int(text) <= most:
+        raise _Declined  # click words the error
+    return int(text)
+
+
+def _host(rest: list[str]) -> int:
+    values, concurrency, pi_args = _host_args(rest)
+    settings, paths = _settings_and_paths(values)
+    from .hostmain import run_foreground
+
+    return run_foreground(settings, paths, concurrency, pi_args)
+
+
 def fast(args: list[str]) -> int | None:
     """The exit code of a command the fast path ran; None when it declines."""
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
         return None
+    debug = os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
+    if args[:1] == ["host"]:
+        try:
+            return _host(args[1:])
+        except _Declined:
+            return None
+        except (Exception, KeyboardInterrupt) as exc:
+            return exit_for(exc, debug=debug)
     try:
         command, positional, seen, values = _parse(args)
     except _Declined:
         return None
-    debug = os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     try:
         if command == "status":
             return _status(positional, values)

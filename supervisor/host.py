@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from loguru import logger
 
@@ -27,8 +28,8 @@ from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, 
 from ..protocol.fence import BundleLocked
 from ..protocol.limits import safe_error_message
 from ..protocol.liveness import host_name, process_start_time, runner_is_dead
+from ..protocol.paths import Paths, project_key
 from ..protocol.retry import with_retries
-from ..protocol.settings import Paths, Settings, project_key
 from ..protocol.settle import settle_bundle
 from ..protocol.states import QueueState
 from ..protocol.store import Claim, RunnerRow, Store, open_store
@@ -43,6 +44,9 @@ from .lockholders import Holder
 from .oslayer import OsLayer, RealOs
 from .workers import Phase, WorkerHandle
 from .zygote import ZygoteKeeper
+
+if TYPE_CHECKING:  # the lean settings (protocol.leansettings) have the same fields
+    from ..protocol.settings import Settings
 
 Monotonic = Callable[[], float]
 # How often the host heartbeats its runner row and looks for dead runners.
@@ -122,14 +126,14 @@ class Host:
     # ---- start-up --------------------------------------------------------
 
     def start(self) -> StartupReport:
-        """Lock, register, reap orphans, take over dead runners (in that order)."""
+        """Lock, register, start the zygote, reap orphans, take over dead runners."""
         self.lock.acquire(self.runner_id)
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
+        self.zygote.keep()  # it boots (a few hundred ms) while orphans are reaped
         live, dead = self._runners()
         reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
         taken = self._take_over(dead)
-        self.zygote.keep()  # it boots while the first pass claims
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
