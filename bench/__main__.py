@@ -17,6 +17,8 @@ BENCHES: dict[str, tuple[str, str]] = {
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
     "sync": ("bench.sync_bench",
              "session catch-up on a 10,000-run store, feed -> `sync --follow` line latency"),
+    "watch": ("bench.watch_bench",
+              "trace event appended -> its line shown by `pi-workflows watch RUN --json`"),
     "cancel": ("bench.cancel_bench",
                "`cancel` -> run cancelled while a node runs (default renewal), p50 goal < 1 s"),
     "peers": ("bench.peers_bench",
