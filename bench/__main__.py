@@ -7,6 +7,8 @@ import sys
 
 # name -> (module, one-line description); each module has main(argv) -> int.
 BENCHES: dict[str, tuple[str, str]] = {
+    "all": ("bench.all_bench",
+            "every figure below, each the median of --repeat runs, in one table (--json)"),
     "store": ("bench.store_bench",
               "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
     "engine": ("bench.engine_bench",
