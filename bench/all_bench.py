@@ -64,6 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         epilog="groups: " + ", ".join(GROUPS) + "\n\nexample: python -m bench all --repeat 3"
                "\n         python -m bench all --quick --only store,engine --json")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json-file", type=Path, default=None, metavar="FILE",
+                        help="also write the JSON object to FILE (the table still prints)")
     parser.add_argument("--repeat", type=int, default=3, metavar="K",
                         help="runs of every figure (default 3): median, min, max over them")
     parser.add_argument("--quick", action="store_true",
@@ -177,5 +179,7 @@ def main(argv: list[str]) -> int:
         "elapsed_s": round(time.monotonic() - began, 1),
         **found,
     }
+    if args.json_file is not None:
+        args.json_file.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2) if args.json else table(report))
     return 0
