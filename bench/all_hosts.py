@@ -49,7 +49,7 @@ def boot(ctx: Ctx, rnd: int) -> Figures:
 
 
 def throughput(ctx: Ctx, rnd: int) -> Figures:
-    runs, out = ctx.size(40, 6), {}
+    runs, out = ctx.size(100, 6), {}
     where = ctx.where("throughput", rnd)
     for concurrency in (1, 2, 4):
         r = host_throughput.throughput(where, ctx.home, "node", concurrency, runs, NODES,
@@ -64,7 +64,7 @@ def throughput(ctx: Ctx, rnd: int) -> Figures:
 
 
 def latency(ctx: Ctx, rnd: int) -> Figures:
-    r = host_latency.latency(ctx.where("latency", rnd), ctx.home, "node", ctx.size(20, 4),
+    r = host_latency.latency(ctx.where("latency", rnd), ctx.home, "node", ctx.size(30, 4),
                              NODES, ctx.timeout)
     first = span(r["timelines"], "enqueued", "node_started")
     hot = span(r["timelines"], "claimed", "ready")

@@ -13,6 +13,7 @@ bench modules and ``bench.all_ctx``.
 from __future__ import annotations
 
 import statistics
+import sys
 
 from . import cli_bench, engine_bench, steps_bench, store_bench, sync_bench
 from .all_ctx import Ctx, Figures, p50, ratio
@@ -81,17 +82,19 @@ def sync(ctx: Ctx, rnd: int) -> Figures:
                                                        changed, sessions, [])
     mine = sync_bench.syncs(big, [f"r{rnd}-in-{i}" for i in range(inproc)])
     again = sync_bench.syncs(big, [f"r{rnd}-in-{i}" for i in range(inproc)])
-    ends, _ = sync_bench.cli_syncs(big.project, [f"r{rnd}-cli-{i}" for i in range(cli)])
-    paths = [sync_bench.cli_ms(big.project, "paths", "--json")[0] for _ in range(cli)]
+    ends, bare = [], []
+    for i in range(cli):  # interleaved with a bare interpreter, the floor of any subprocess
+        bare.append(cli_bench.timed([sys.executable, "-c", "pass"], big.project.env)[0])
+        ends += sync_bench.cli_syncs(big.project, [f"r{rnd}-cli-{i}"])[0]
     what = f"{runs:,} runs, {changed} changed"
     out: Figures = {
         f"sync in-process ({what}) p50": (p50([a + b for a, b, _, _ in mine]), "ms"),
         f"sync in-process, nothing new ({runs:,} runs) p50":
             (p50([a + b for a, b, _, _ in again]), "ms"),
         f"`sync --json` subprocess ({what}) p50": (p50(ends), "ms"),
-        "`paths --json` subprocess (CLI start-up, no store) p50": (p50(paths), "ms"),
+        "`python -c pass` beside it p50": (p50(bare), "ms"),
     }
-    out["`sync --json` over `paths --json`"] = (ratio(p50(ends), p50(paths)), "x")
+    out["`sync --json` over `python -c pass`"] = (ratio(p50(ends), p50(bare)), "x")
     return out
 
 
