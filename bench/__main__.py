@@ -7,6 +7,8 @@ import sys
 
 # name -> (module, one-line description); each module has main(argv) -> int.
 BENCHES: dict[str, tuple[str, str]] = {
+    "all": ("bench.all_bench",
+            "every figure below, each the median of --repeat runs, in one table (--json)"),
     "store": ("bench.store_bench",
               "store CAS transitions/s (NORMAL vs FULL vs bare SQLite), claim_next latency"),
     "engine": ("bench.engine_bench",
@@ -17,6 +19,8 @@ BENCHES: dict[str, tuple[str, str]] = {
              "worker boot, host throughput, queued->node latency, kill -9 recovery, RSS"),
     "sync": ("bench.sync_bench",
              "session catch-up on a 10,000-run store, feed -> `sync --follow` line latency"),
+    "watch": ("bench.watch_bench",
+              "trace event appended -> its line shown by `pi-workflows watch RUN --json`"),
     "cancel": ("bench.cancel_bench",
                "`cancel` -> run cancelled while a node runs (default renewal), p50 goal < 1 s"),
     "peers": ("bench.peers_bench",

@@ -169,6 +169,9 @@ class Marks:
         elif kind == "agent_end":
             self.mark("agent_end")
 
+    def tick(self, request: AgentRequest) -> None:
+        pass  # the capture's timer for text paused mid-reply: nothing to time here
+
     def flush(self) -> None:
         pass
 

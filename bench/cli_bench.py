@@ -108,6 +108,46 @@ def with_host(project: Project, samples: int) -> None:
               f" {'':>7} {cpu / base:6.2f}x")
 
 
+def make_project(base: Path) -> tuple[Project, str]:
+    """A throw-away project under ``base`` with three runs done; (project, last run id)."""
+    root = base / "project"
+    root.mkdir()
+    env = clean_env(base / "home")
+    # An installed package has its bytecode; without it every module is
+    # compiled from source on every start, which is not what users see.
+    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        print("(PYTHONDONTWRITEBYTECODE is set here: the commands timed run without it)",
+              file=sys.stderr)
+    project = Project(root, env)
+    project.write_workflow("chain", CHAIN)
+    run_id = ""
+    for _ in range(3):
+        done = project.cli("run", "chain", "--json")
+        run_id = str(json.loads(done.stdout)["runId"])
+    return project, run_id
+
+
+Table = list[tuple[str, list[str], dict[str, str]]]
+
+
+def interleaved(table: Table, samples: int) -> tuple[dict[str, list[float]],
+                                                     dict[str, list[float]],
+                                                     dict[str, set[int]]]:
+    """One warm-up each, then ``samples`` rounds of one of each: (walls, CPUs, exit codes)."""
+    walls: dict[str, list[float]] = {name: [] for name, _, _ in table}
+    cpus: dict[str, list[float]] = {name: [] for name, _, _ in table}
+    codes: dict[str, set[int]] = {name: set() for name, _, _ in table}
+    for _, cmd, env in table:  # one warm-up each: page cache, .pyc files
+        timed(cmd, env)
+    for _ in range(samples):
+        for name, cmd, env in table:
+            wall, cpu, code = timed(cmd, env)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+            codes[name].add(code)
+    return walls, cpus, codes
+
+
 def main(argv: list[str]) -> int:
     global FAST_OFF
     parser = argparse.ArgumentParser(prog="python -m bench cli", description=__doc__)
@@ -119,31 +159,9 @@ def main(argv: list[str]) -> int:
     FAST_OFF = args.fast_off
     base = Path(tempfile.mkdtemp(prefix="pwf-bench-cli-"))
     try:
-        root = base / "project"
-        root.mkdir()
-        env = clean_env(base / "home")
-        # An installed package has its bytecode; without it every module is
-        # compiled from source on every start, which is not what users see.
-        if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
-            print("(PYTHONDONTWRITEBYTECODE is set here: the commands timed run without it)")
-        project = Project(root, env)
-        project.write_workflow("chain", CHAIN)
-        run_id = ""
-        for _ in range(3):
-            done = project.cli("run", "chain", "--json")
-            run_id = str(json.loads(done.stdout)["runId"])
+        project, run_id = make_project(base)
         table = cases(project, run_id)
-        walls: dict[str, list[float]] = {name: [] for name, _, _ in table}
-        cpus: dict[str, list[float]] = {name: [] for name, _, _ in table}
-        codes: dict[str, set[int]] = {name: set() for name, _, _ in table}
-        for _, cmd, env in table:  # one warm-up each: page cache, .pyc files
-            timed(cmd, env)
-        for _ in range(args.samples):
-            for name, cmd, env in table:
-                wall, cpu, code = timed(cmd, env)
-                walls[name].append(wall)
-                cpus[name].append(cpu)
-                codes[name].add(code)
+        walls, cpus, codes = interleaved(table, args.samples)
         bare_wall = statistics.median(walls["python -c pass"])
         bare_cpu = statistics.median(cpus["python -c pass"])
         print(f"command-line start-up: median of {args.samples} interleaved runs"

@@ -50,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -226,59 +227,95 @@ def cli_ms(project: Project, *args: str) -> tuple[float, str]:
     return (time.perf_counter() - t0) * 1000, out
 
 
-def bench_sync(base: Path, home: Path, args: argparse.Namespace) -> Project:
+@dataclass
+class BigStore:
+    """The big store of (a), built once: its project and what the build printed."""
+
+    project: Project
+    kinds: dict[str, int]
+    filled_s: float
+    ran_s: float
+    events_before: int
+    events_after: int
+    first: list[tuple[float, float, int, int]]  # the first sync of every session
+
+
+def build_big(base: Path, home: Path, runs: int, changed: int, sessions: list[str],
+              notes: list[str]) -> BigStore:
+    """``runs`` runs, of which ``changed`` changed after every session's first sync.
+
+    ``notes`` sessions are also given 50 notifications each to deliver.
+    """
     project = _project(base, "big", home)
     project.write_workflow("tiny", TINY)
-    old = args.runs - args.changed
-    inproc = [f"inproc-{i:02d}" for i in range(args.samples)]
-    cli = [f"cli-{i:02d}" for i in range(args.cli_samples)]
-    notes = [f"notes-{i}" for i in range(args.note_sessions)]
     began = time.perf_counter()
     with Store(project.paths.store_file, synchronous="OFF") as filler:
-        kinds = fill(filler, old)
+        kinds = fill(filler, runs - changed)
     filled = time.perf_counter() - began
     runs_dir = project.paths.runs_dir
     with project.store() as store:
         events = store.last_event_seq()
-        print(f"  store: {old:,} old runs without bundles in {filled:.1f} s"
-              f" ({', '.join(f'{v} {k}' for k, v in kinds.items())}), {events:,} feed events")
-        first = [timed_sync(store, runs_dir, s) for s in inproc + cli + notes]
+        first = [timed_sync(store, runs_dir, s) for s in sessions + notes]
         began = time.perf_counter()
-        changed = run_changed(project, store, args.changed)
+        ids = run_changed(project, store, changed)
         ran = time.perf_counter() - began
         for k, session in enumerate(notes):  # the per-call limit of notifications
-            for j, run_id in enumerate(changed[:50]):
+            for j, run_id in enumerate(ids[:50]):
                 store.add_notification(session, run_id, "report", 1000 * k + j, "final",
                                        {"message": f"note {j}", "workflow": "tiny"})
-        print(f"  then {args.changed} runs of a 3-node compute workflow executed in-process"
-              f" ({ran:.1f} s, real bundles): {args.runs:,} runs,"
-              f" {store.last_event_seq():,} feed events")
-        print(f"\n  first sync of a session ({len(first)} sessions; it shows"
-              f" {first[0][2]} parked and waiting runs)")
-        print(_row("take + delivered", [a + b for a, b, _, _ in first]))
-        samples = [timed_sync(store, runs_dir, s) for s in inproc]
-        shown = sorted({n for _, _, n, _ in samples})
-        print(f"\n  sync with {args.changed} changed since the watermark, in-process"
-              f" ({len(samples)} sessions; runs shown: {shown})")
-        print(_row("take (read, watermark moved, leases)", [a for a, _, _, _ in samples]))
-        print(_row("delivered (watermark confirmed)", [b for _, b, _, _ in samples]))
-        print(_row("take + delivered", [a + b for a, b, _, _ in samples]))
-        again = [timed_sync(store, runs_dir, s) for s in inproc]
-        print("  the next sync of those sessions: nothing new (what one --follow poll costs)")
-        print(_row("take + delivered", [a + b for a, b, _, _ in again]))
-        noted = [timed_sync(store, runs_dir, s) for s in notes]
-        if noted:
-            print(f"  sync with {args.changed} changed and 50 notifications to deliver"
-                  f" ({len(noted)} sessions; shown {sorted({m for _, _, _, m in noted})})")
-            print(_row("take", [a for a, _, _, _ in noted]))
-            print(_row("delivered (each one marked)", [b for _, b, _, _ in noted]))
-    paths = [cli_ms(project, "paths", "--json")[0] for _ in cli]
-    ends = []
-    counts = set()
-    for session in cli:
+        after = store.last_event_seq()
+    return BigStore(project, kinds, filled, ran, events, after, first)
+
+
+def syncs(big: BigStore, sessions: list[str]) -> list[tuple[float, float, int, int]]:
+    """One in-process sync per session: (take ms, delivered ms, runs, notifications)."""
+    with big.project.store() as store:
+        return [timed_sync(store, big.project.paths.runs_dir, s) for s in sessions]
+
+
+def cli_syncs(project: Project, sessions: list[str]) -> tuple[list[float], set[int]]:
+    """``pi-workflows sync --json`` once per session: (wall ms, runs shown)."""
+    ends, counts = [], set()
+    for session in sessions:
         ms, out = cli_ms(project, "sync", "--json", "--session", session)
         ends.append(ms)
         counts.add(len(json.loads(out)["runs"]))
+    return ends, counts
+
+
+def bench_sync(base: Path, home: Path, args: argparse.Namespace) -> Project:
+    inproc = [f"inproc-{i:02d}" for i in range(args.samples)]
+    cli = [f"cli-{i:02d}" for i in range(args.cli_samples)]
+    notes = [f"notes-{i}" for i in range(args.note_sessions)]
+    big = build_big(base, home, args.runs, args.changed, inproc + cli, notes)
+    project, first = big.project, big.first
+    print(f"  store: {args.runs - args.changed:,} old runs without bundles in"
+          f" {big.filled_s:.1f} s ({', '.join(f'{v} {k}' for k, v in big.kinds.items())}),"
+          f" {big.events_before:,} feed events")
+    print(f"  then {args.changed} runs of a 3-node compute workflow executed in-process"
+          f" ({big.ran_s:.1f} s, real bundles): {args.runs:,} runs,"
+          f" {big.events_after:,} feed events")
+    print(f"\n  first sync of a session ({len(first)} sessions; it shows"
+          f" {first[0][2]} parked and waiting runs)")
+    print(_row("take + delivered", [a + b for a, b, _, _ in first]))
+    samples = syncs(big, inproc)
+    shown = sorted({n for _, _, n, _ in samples})
+    print(f"\n  sync with {args.changed} changed since the watermark, in-process"
+          f" ({len(samples)} sessions; runs shown: {shown})")
+    print(_row("take (read, watermark moved, leases)", [a for a, _, _, _ in samples]))
+    print(_row("delivered (watermark confirmed)", [b for _, b, _, _ in samples]))
+    print(_row("take + delivered", [a + b for a, b, _, _ in samples]))
+    again = syncs(big, inproc)
+    print("  the next sync of those sessions: nothing new (what one --follow poll costs)")
+    print(_row("take + delivered", [a + b for a, b, _, _ in again]))
+    noted = syncs(big, notes)
+    if noted:
+        print(f"  sync with {args.changed} changed and 50 notifications to deliver"
+              f" ({len(noted)} sessions; shown {sorted({m for _, _, _, m in noted})})")
+        print(_row("take", [a for a, _, _, _ in noted]))
+        print(_row("delivered (each one marked)", [b for _, b, _, _ in noted]))
+    paths = [cli_ms(project, "paths", "--json")[0] for _ in cli]
+    ends, counts = cli_syncs(project, cli)
     print(f"\n  end to end, one subprocess each ({len(cli)} sessions;"
           f" runs shown: {sorted(counts)})")
     print(_row("pi-workflows sync --json", ends, 0))
