@@ -80,7 +80,11 @@ def bench_project(base: Path, name: str, home: Path, fsync: str) -> Project:
     """A project under ``base`` with default settings but ``fsync``, sharing ``home``."""
     root = base / name
     root.mkdir(parents=True)
-    project = Project(root, clean_env(home, PI_WORKFLOWS_FSYNC=fsync))
+    env = clean_env(home, PI_WORKFLOWS_FSYNC=fsync)
+    # An installed package has its bytecode: hosts, zygotes and cold workers
+    # must not compile every module on every start because this shell says so.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    project = Project(root, env)
     PROJECTS.append(project)
     return project
 
