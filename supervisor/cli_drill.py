@@ -42,11 +42,11 @@ def drill_command(
     from .drill.runner import Options, run_drill
 
     target = report.expanduser().absolute()
-    if target.is_dir() or not target.parent.is_dir():
-        raise UsageError(f"--report {report}: not a file in an existing directory")
     root = project.expanduser().absolute()
     if target == root or root in target.parents:
         raise UsageError(f"--report {report} must be outside the drill's project {project}")
+    if target.is_dir() or not target.parent.is_dir():
+        raise UsageError(f"--report {report}: not a file in an existing directory")
     result = run_drill(Options(iterations, seed, root, target), typer.echo)
     if as_json:
         emit_json(result.as_json())

@@ -84,7 +84,7 @@ def check_trace(run: RunFacts, final: bool, out: Found) -> list[dict[str, Any]]:
                              f"a torn last line ({size} bytes) in a settled bundle"))
     if run.state is not None:
         seq = int(run.state.get("traceSeq", 0))
-        last = len(events)
+        last = len(lines)  # a garbled line still took its seq
         if seq > last:
             out.append(Violation("trace_seq_behind", run.run_id,
                                  f"traceSeq {seq} but the trace has {last} line(s): lost lines"))

@@ -95,7 +95,8 @@ def drill_reply(request: Request) -> Reply | None:
     if attempt is None:
         return Text("nothing to do", delay=0.05)
     node = attempt.rsplit("-", 2)[0]
-    if request.texts("tool"):  # the submit was answered: end the turn plainly
+    last = request.messages[-1] if request.messages else {}
+    if last.get("role") == "tool":  # the submit was answered: end the turn plainly
         return Text("submitted")
     return ToolCalls(call("workflow", {"action": "submit", "step": node, "attempt": attempt,
                                        "output": {"ok": True}}), delay=0.3)

@@ -34,6 +34,7 @@ class Report:
     runs: Counter[str] = field(default_factory=Counter)  # final queue state -> runs
     statuses: Counter[str] = field(default_factory=Counter)  # final bundle status -> runs
     launches: Counter[str] = field(default_factory=Counter)  # how runs were started
+    errors: Counter[str] = field(default_factory=Counter)  # error code of ended runs -> runs
     refused: dict[str, int] = field(default_factory=dict)
     hosts_started: int = 0
     wall_s: float = 0.0
@@ -58,6 +59,7 @@ class Report:
                 "queueStates": dict(sorted(self.runs.items())),
                 "bundleStatuses": dict(sorted(self.statuses.items())),
                 "launches": dict(sorted(self.launches.items())),
+                "errorCodes": dict(sorted(self.errors.items())),
                 "refusedLaunches": dict(sorted(self.refused.items())),
                 "hostsStarted": self.hosts_started,
             },
@@ -74,6 +76,9 @@ class Report:
                  f" {self.wall_s:.0f} s, {counts['runs']} run(s)"
                  f" ({', '.join(f'{k} {n}' for k, n in counts['queueStates'].items())})",
                  f"faults injected: {faults}"]
+        if counts["errorCodes"]:
+            lines.append("ended with: " + ", ".join(f"{k} {n}" for k, n
+                                                   in counts["errorCodes"].items()))
         lines += [f"skipped: {why}" for why in self.skipped]
         if not self.violations:
             lines.append("no violations")

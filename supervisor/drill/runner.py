@@ -135,18 +135,18 @@ class Drill:
     def launch(self) -> None:
         rng, launcher = self.rng, self.launcher
         busy = launcher.busy_sessions()
+        if rng.random() < 0.5:  # first, so a session kill finds it running
+            session = rng.choice(PTY_SESSIONS)
+            name = rng.choice(("notes", "chain"))
+            if session not in busy:
+                launcher.session_run(name, session)
+                self.report.launches[f"session:{name}"] += 1
         detached = list(DETACHED) + (["think", "think"] if self.pi else []) + ["notes"]
         for _ in range(rng.choice((1, 2, 2, 3))):
             name = rng.choice(detached)
             session = NOTIFY_SESSIONS[0] if name == "notes" else None
             if launcher.detach(name, session):
                 self.report.launches[f"detached:{name}"] += 1
-        if rng.random() < 0.4:
-            session = rng.choice(PTY_SESSIONS)
-            name = rng.choice(("notes", "chain"))
-            if session not in busy:
-                launcher.session_run(name, session)
-                self.report.launches[f"session:{name}"] += 1
         if rng.random() < 0.3:
             session = rng.choice(DEFERRED_SESSIONS)
             name = rng.choice(("chain", "loop", "notes"))
@@ -238,6 +238,8 @@ class Drill:
         rows = self.rows()
         self.report.runs.update(str(r.state) for r in rows)
         for row in rows:
+            if row.error_code:
+                self.report.errors[row.error_code] += 1
             try:
                 status = Bundle(self.scratch.paths.runs_dir, row.run_id).raw_state()
                 self.report.statuses[str(status.get("status"))] += 1
