@@ -144,8 +144,8 @@ class Drill:
         detached = list(DETACHED) + (["think", "think"] if self.pi else []) + ["notes"]
         for _ in range(rng.choice((1, 2, 2, 3))):
             name = rng.choice(detached)
-            session = NOTIFY_SESSIONS[0] if name == "notes" else None
-            if launcher.detach(name, session):
+            told = NOTIFY_SESSIONS[0] if name == "notes" else None
+            if launcher.detach(name, told):
                 self.report.launches[f"detached:{name}"] += 1
         if rng.random() < 0.3:
             session = rng.choice(DEFERRED_SESSIONS)
