@@ -26,8 +26,9 @@ def drill_command(
         "--report", metavar="FILE", show_default=False,
         help="Where to write the JSON report (0600).")],
     iterations: Annotated[int, typer.Option(
-        "--iterations", min=1, help="Iterations of work and faults.")] = 20,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for every random choice.")] = 0,
+        "--iterations", min=1, metavar="N", help="Iterations of work and faults.")] = 20,
+    seed: Annotated[int, typer.Option("--seed", metavar="S",
+                                      help="Seed for every random choice.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Run workflows under random kill -9s, drains, stops and store locks; check invariants.
