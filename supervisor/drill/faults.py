@@ -23,11 +23,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from ...protocol.bundle import Bundle
 from ...protocol.liveness import is_same_process
 from ...protocol.spawn import PIPE, spawn
 from ...protocol.states import QueueState
 from ...protocol.store import Store
+from ...protocol.wire import MARKER_ENV
 from .hosts import Hosts
 from .scratch import Scratch
 from .workload import Launcher
@@ -152,8 +155,20 @@ class Injector:
         if not live:
             return None, "no session command running"
         session, proc = live[min(int(fault.pick * len(live)), len(live) - 1)]
+        worker = None
+        if fault.hold > 1.75:  # half the time a crash of the machine's kind: the worker
+            with contextlib.suppress(psutil.Error):  # cannot park, a host must take over
+                worker = next((c for c in psutil.Process(proc.pid).children()
+                               if MARKER_ENV in c.environ()), None)
+        if worker is not None:
+            with contextlib.suppress(psutil.Error):
+                worker.send_signal(signal.SIGSTOP)
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
+        if worker is not None:
+            with contextlib.suppress(psutil.Error):
+                worker.kill()
+            return f"session {session} pid {proc.pid}", f"its worker {worker.pid} frozen, killed"
         return f"session {session} pid {proc.pid}", ""
 
     def _worker_stop(self, fault: Planned) -> tuple[str | None, str]:
