@@ -202,19 +202,24 @@ def check_ledger(durable: Durable, out: Found) -> None:
         if count > 1:
             out.append(Violation("effect_applied_twice", line.split(" ")[0],
                                  f"ledger line {line!r} {count} times"))
-    per_node = Counter(" ".join(line.split(" ")[:2]) for line in durable.ledger)
+    def per_node(ledger: list[str]) -> Counter[str]:
+        return Counter(" ".join(line.split(" ")[:2]) for line in ledger)
+
+    before = per_node(durable.ledger if durable.ledger_before is None
+                      else durable.ledger_before)
+    after = per_node(durable.ledger)
     for run in durable.runs.values():
-        for node in {e["nodeId"] for e in run.effects}:
+        for node in sorted({e["nodeId"] for e in run.effects}):
             mine = [e for e in run.effects if e["nodeId"] == node]
             applied = sum(e["state"] == "applied" for e in mine)
-            ran = per_node.get(f"{run.run_id} {node}", 0)
+            ran, now = before.get(f"{run.run_id} {node}", 0), after.get(f"{run.run_id} {node}", 0)
             if ran > len(mine):
                 out.append(Violation("effect_applied_twice", run.run_id,
                                      f"node {node}: {ran} ledger lines, {len(mine)} effect"
                                      " record(s)"))
-            elif ran < applied:
+            elif now < applied:
                 out.append(Violation("effect_missing", run.run_id,
-                                     f"node {node}: {applied} applied effect(s), {ran} ledger"
+                                     f"node {node}: {applied} applied effect(s), {now} ledger"
                                      " line(s)"))
 
 

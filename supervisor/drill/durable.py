@@ -42,7 +42,10 @@ class RunFacts:
 class Durable:
     runs: dict[str, RunFacts] = field(default_factory=dict)
     launched: list[str] = field(default_factory=list)  # run ids the drill was given
-    ledger: list[str] = field(default_factory=list)
+    ledger: list[str] = field(default_factory=list)  # read after the store
+    # Read before the store: a line there has its effect record in what the store showed
+    # (records are written before the effect runs); None: the same as ``ledger``.
+    ledger_before: list[str] | None = None
     deliveries: list[dict[str, Any]] = field(default_factory=list)
     watermarks: dict[str, int] = field(default_factory=dict)
     marked: list[dict[str, Any]] = field(default_factory=list)  # {"pid", "cmd", "marker"}
@@ -109,7 +112,9 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
 def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             only: set[str] | None = None, processes: bool = False) -> Durable:
     """Read the durable state of the runs in ``only`` (default: every run)."""
-    durable = Durable(launched=list(launched), ledger=_lines(ledger))
+    # The ledger is read on both sides of the store: an effect applied while we read
+    # has its line in the second read, one begun while we read may be in neither.
+    durable = Durable(launched=list(launched), ledger_before=_lines(ledger))
     for line in _lines(work / "deliveries.ndjson"):
         with contextlib.suppress(ValueError):
             durable.deliveries.append(json.loads(line))
@@ -135,6 +140,7 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             {str(d.get("session")) for d in durable.deliveries}
         for session in sorted(s for s in sessions if s):
             durable.watermarks[session] = store.watermark(session)
+    durable.ledger = _lines(ledger)
     durable.loose = loose_modes(paths.state_dir)
     if processes:
         durable.marked = marked_processes(paths.project)

@@ -317,3 +317,16 @@ def test_collect_finds_a_live_process_carrying_the_projects_marker(tmp_path: Pat
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_ledger_is_judged_against_the_store_it_was_read_around() -> None:
+    # Read before the store: the line of an effect applied meanwhile is not there yet,
+    # and that is no missing effect; read after: a line whose record came later is no
+    # duplicate. The same lines the other way round are violations.
+    durable = good()
+    durable.ledger_before, durable.ledger = [], [f"{RUN} fx 0"]
+    assert check(durable, final=False) == []
+    durable.ledger_before, durable.ledger = [f"{RUN} fx 0", f"{RUN} fx 1"], [f"{RUN} fx 0"]
+    assert kinds(check(durable, final=False)) == ["effect_applied_twice"]
+    durable.ledger_before, durable.ledger = [f"{RUN} fx 0"], []
+    assert kinds(check(durable, final=False)) == ["effect_missing"]
