@@ -36,7 +36,8 @@ from .scratch import DRILL_SETTINGS, Scratch
 from .workload import DETACHED, Launcher, write_workflows
 
 ACTIVE = {QueueState.QUEUED, QueueState.STARTING, QueueState.RUNNING, QueueState.PARKED}
-PTY_SESSIONS, DEFERRED_SESSIONS, NOTIFY_SESSIONS = ("p0", "p1", "p2"), ("d0", "d1", "d2", "d3"), ("n0",)
+PTY_SESSIONS, NOTIFY_SESSIONS = ("p0", "p1", "p2"), ("n0",)
+DEFERRED_SESSIONS = ("d0", "d1", "d2", "d3")
 SETTLE_S = 180.0
 
 
