@@ -409,6 +409,19 @@ class ScriptedModel:
                                          f" {timeout:g} s:\n{self.describe()}")
                 self._lock.wait(left)
 
+    def wait_answered(self, request: Request, timeout: float) -> str:
+        """Block until ``request``'s answer ended (its handler records the outcome after
+        the last byte is sent, so a client may read the whole body first); the outcome."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not request.outcome:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"request #{request.index} unanswered after"
+                                         f" {timeout:g} s")
+                self._lock.wait(left)
+            return request.outcome
+
     def check(self) -> None:
         """Raise AssertionError if the server recorded any problem."""
         problems = self.problems
