@@ -31,14 +31,13 @@ from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.pibin import SESSION_FILE
 from pi_workflows.protocol.wire import MARKER_ENV, parse_marker
+from pi_workflows.supervisor.drill.pienv import ATTEMPT, scrub_env
 
 from .harness import HarnessError, Project, read_json, wait_for
 from .pi_env import PiEnv, make_pi_env, pi_binary
 from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call, message_text
 from .sessions_kit import on_pty
 
-# The attempt id in the step contract (and in a reminder): <node>-<step>-<hex>.
-ATTEMPT = re.compile(r"attempt ([A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*?-\d+-[0-9a-f]+)")
 # What a terminal shows without its escape sequences (CSI, and OSC such as links).
 ESCAPES = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"
                      r"|\x1b[()][0-9A-Za-z]")
@@ -141,15 +140,6 @@ class Brain:
         if self.model is not None:
             lines += [f"problem: {p}" for p in self.model.problems]
         return "\n".join(lines) or "(no model requests)"
-
-
-def scrub_env(env: dict[str, str]) -> None:
-    """No provider key and no proxy reaches a run's Pi; loopback stays direct."""
-    for key in [k for k in env if k.endswith("_API_KEY") or k.lower().endswith("_proxy")]:
-        del env[key]
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    # Pi started by `chat`/`export` (not by a worker) must not look for updates either.
-    env["PI_OFFLINE"] = env["PI_SKIP_VERSION_CHECK"] = "1"
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ settings or provider API keys); ``pi_binary`` finds the pinned Pi and fails (nev
 skips) when it is missing or another version; ``PiRpc`` runs ``pi --mode rpc``,
 reads its stdout split on ``\\n`` only, matches responses by id, and shuts it down
 the safe way (SIGTERM, wait, then stdin EOF, then SIGKILL of its group). Imports
-the standard library only.
+the standard library and the agent-directory files of ``supervisor.drill.pienv``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from pi_workflows.supervisor.drill.pienv import models_config, settings_config
 
 REPO = Path(__file__).resolve().parents[1]
 PI_PACKAGE = "@mariozechner/pi-coding-agent"
@@ -72,38 +74,6 @@ def pi_binary(repo: Path = REPO) -> Path:
 
 
 # ---- the agent directory and the environment -------------------------------------------
-
-
-def models_config(base_url: str, *, provider: str, model_id: str,
-                  api_key: str) -> dict[str, Any]:
-    """``models.json``: one custom provider speaking Chat Completions to ``base_url``."""
-    return {"providers": {provider: {
-        "baseUrl": base_url,
-        "api": "openai-completions",
-        "apiKey": api_key,  # a literal: Pi takes a value that names no variable as is
-        # Plain "system" role and no `store`: what a generic OpenAI-compatible server takes.
-        "compat": {"supportsDeveloperRole": False, "supportsStore": False},
-        "models": [{"id": model_id, "name": model_id, "reasoning": False,
-                    "input": ["text"], "contextWindow": 128000, "maxTokens": 4096}],
-    }}}
-
-
-def settings_config(*, provider: str, model_id: str) -> dict[str, Any]:
-    """``settings.json``: the scripted model by default, nothing retried or compacted."""
-    return {
-        # Pi's findInitialModel takes settings' defaultProvider + defaultModel before
-        # "the first model with a key", which could be a built-in provider's.
-        "defaultProvider": provider,
-        "defaultModel": model_id,
-        "defaultThinkingLevel": "off",
-        # retry.enabled is Pi's own retry of a failed turn; retry.provider.maxRetries is
-        # handed to the OpenAI SDK (it retries a 5xx twice by default).
-        "retry": {"enabled": False, "maxRetries": 0, "provider": {"maxRetries": 0}},
-        # A compaction would be an extra, unscripted model request.
-        "compaction": {"enabled": False},
-        "quietStartup": True,
-        "enableInstallTelemetry": False,
-    }
 
 
 def pi_child_env(agent_dir: Path, tmp_dir: Path,

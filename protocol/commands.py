@@ -12,5 +12,5 @@ COMMAND_WORDS: tuple[str, ...] = (
     "host", "run", "status", "list", "answer", "cancel", "resume", "watch", "paths",
     "workflows", "validate", "start", "activate", "sync", "chat", "export",
     # Being added alongside (issue 11); the test allows them until they are registered.
-    "logs", "fork", "gc", "doctor",
+    "logs", "fork", "gc", "doctor", "drill",
 )

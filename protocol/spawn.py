@@ -37,8 +37,12 @@ def spawn(
     pass_fds: Sequence[int] = (),
     drop_env: Sequence[str] = (),
     pdeathsig: int | None = None,
+    umask: int = -1,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session and process group.
+
+    ``umask``: the child's file mode creation mask (-1: inherited), for a
+    child that creates files of its own in a private place.
 
     ``pdeathsig``: Linux sends the child this signal when the spawning
     *thread* exits, so a caller that wants it spawns from a long-lived thread.
@@ -61,7 +65,7 @@ def spawn(
         list(argv), cwd=cwd, env=full_env, stdin=stdin, stdout=stdout, stderr=stderr,
         start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
         # preexec_fn is unsafe with threads in general; a lone prctl call is not.
-        preexec_fn=preexec,
+        preexec_fn=preexec, umask=umask,
     )
 
 

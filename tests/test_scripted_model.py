@@ -149,7 +149,7 @@ def test_the_log_keeps_path_headers_without_credentials_and_the_parsed_body(mode
     assert first.body == BODY
     assert first.tool_names == ["read"]
     assert first.texts("user") == ["hi"] and first.texts("system") == ["be brief"]
-    assert (first.reply, first.outcome) == ("Text", "complete")
+    assert (first.reply, model.wait_answered(first, 10)) == ("Text", "complete")
     assert (second.method, second.path, second.body) == ("GET", "/v1/models", None)
     assert model.completions == [first]
     model.check()

@@ -77,8 +77,11 @@ class PiProcess:
         self._next_id = 0
 
         def start() -> Popen[bytes]:
+            # umask 077: Pi writes its session file into the bundle (and rewrites it after a
+            # turn), so it must be born 0600; tightening it afterwards left a window.
             return spawn(command_line(options), cwd=options.cwd, env=child_env(options, self._tmp),
-                         stdin=PIPE, stdout=PIPE, stderr=PIPE, pdeathsig=signal.SIGTERM)
+                         stdin=PIPE, stdout=PIPE, stderr=PIPE, pdeathsig=signal.SIGTERM,
+                         umask=0o077)
 
         try:
             self.proc = spawner(start) if spawner is not None else start()

@@ -1,0 +1,73 @@
+"""`pi-workflows drill` through the real CLI: a short seeded drill finds no violation,
+injects faults of several kinds, and reports in the documented shape; a directory
+that holds someone else's files is refused."""
+
+from __future__ import annotations
+
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .harness import clean_env
+from .pi_env import pi_binary
+
+FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
+               "worker_stop", "store_lock"}
+
+
+def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pi_workflows", "drill", *args],
+                          env=clean_env(tmp_path / "home"), capture_output=True, text=True,
+                          timeout=timeout, cwd=tmp_path)
+
+
+@pytest.mark.timeout(600)
+def test_a_short_seeded_drill_injects_faults_and_finds_no_violation(tmp_path: Path) -> None:
+    pi_binary()  # agent steps are part of the drill here: the pinned Pi must be installed
+    report = tmp_path / "report.json"
+    proc = drill(tmp_path, "--iterations", "15", "--seed", "7", "--project",
+                 str(tmp_path / "scratch"), "--report", str(report), timeout=580)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:],
+                                  data.get("violations"))
+    assert stat.S_IMODE(report.stat().st_mode) == 0o600
+    assert data["schema"] == "pi-workflows.drill.v1"
+    assert (data["seed"], data["iterations"], data["ok"], data["settled"]) == (7, 15, True, True)
+    assert data["agentSteps"] is True and data["skipped"] == []
+    assert data["violations"] == [] and set(data["counts"]["violations"].values()) == {0}
+    for fault in data["faults"]:
+        assert {"iteration", "kind", "at", "target", "applied"} <= set(fault), fault
+        assert fault["kind"] in FAULT_KINDS
+    applied = {f["kind"] for f in data["faults"] if f["applied"]}
+    assert len(applied) >= 3, data["faults"]
+    assert applied & {"host_kill9", "host_drain"} and applied & {"worker_kill9", "worker_stop"}
+    counts = data["counts"]
+    assert counts["runs"] >= 15 and set(counts["queueStates"]) <= {"done", "failed", "cancelled"}
+    launched = {k.split(":")[0] for k in counts["launches"]}
+    assert {"detached", "session", "deferred"} <= launched, counts["launches"]
+    assert any(k == "detached:think" for k in counts["launches"])  # agent steps ran
+    assert proc.stdout.splitlines()[0].startswith("drill seed 7: 15 iteration(s)")
+    assert "no violations" in proc.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_directory_with_other_files_is_refused_and_left_alone(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me\n")
+    report = tmp_path / "report.json"
+    proc = drill(tmp_path, "--iterations", "1", "--project", str(mine), "--report",
+                 str(report), timeout=50)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("pi-workflows: error: --project") and \
+        "holds files the drill did not create (notes.txt)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"] and not report.exists()
+    inside = drill(tmp_path, "--iterations", "1", "--project", str(tmp_path / "new"),
+                   "--report", str(tmp_path / "new" / "r.json"), timeout=50)
+    assert inside.returncode == 2 and "must be outside" in inside.stderr
+    assert not (tmp_path / "new").exists()

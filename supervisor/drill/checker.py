@@ -1,0 +1,274 @@
+"""The drill's invariants, checked over durable state alone (``durable.Durable``).
+
+Owns each violation kind and the rule that finds it; ``check`` runs them
+all. Mid-drill (``final=False``) only what must hold at every instant is
+checked; after the drill settled (``final=True``) also that nothing is
+lost, stuck, left running or out of step. docs/drills.md says each rule in
+plain words. Imports ``protocol.states`` and ``supervisor.drill.durable``;
+never the worker.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...protocol.states import SETTLED_STATUSES, TERMINAL
+from .durable import Durable, RunFacts
+
+KINDS = (
+    "run_lost", "run_stuck", "queue_bundle_mismatch", "trace_seq", "trace_seq_behind",
+    "node_finished_twice", "effect_applied_twice", "effect_missing", "stale_write",
+    "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
+    "leftover_process", "loose_permissions",
+)
+ENDS = ("node_finished", "node_failed")
+FINAL_EVENTS = ("run_completed", "run_failed", "run_timed_out", "run_cancelled", "run_waiting")
+QUEUE_FOR_STATUS = {"completed": "done", "waiting": "done", "failed": "failed",
+                    "timed_out": "failed", "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    run_id: str | None
+    evidence: str
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+Found = list[Violation]
+
+
+def parse_trace(data: bytes) -> tuple[list[dict[str, Any] | None], bool]:
+    """Every complete line (None: not a JSON object) and whether a torn tail follows."""
+    *complete, tail = data.split(b"\n")
+    events: list[dict[str, Any] | None] = []
+    for line in complete:
+        try:
+            value = json.loads(line)
+        except ValueError:
+            value = None
+        events.append(value if isinstance(value, dict) else None)
+    return events, bool(tail)
+
+
+def _settled(run: RunFacts) -> bool:
+    return run.state is not None and str(run.state.get("status")) in SETTLED_STATUSES
+
+
+def check_trace(run: RunFacts, final: bool, out: Found) -> list[dict[str, Any]]:
+    """Seqs exactly 1..n, a ``traceSeq`` that neither leads nor lags; the valid events."""
+    if run.trace is None:
+        return []
+    lines, torn = parse_trace(run.trace)
+    events = [e for e in lines if e is not None]
+    seqs = [e.get("seq") for e in events]
+    if len(events) != len(lines):
+        out.append(Violation("trace_seq", run.run_id,
+                             f"{len(lines) - len(events)} complete line(s) are not JSON objects"))
+    elif seqs != list(range(1, len(seqs) + 1)):
+        wrong = next(i for i, s in enumerate(seqs, 1) if s != i)
+        out.append(Violation("trace_seq", run.run_id,
+                             f"line {wrong} has seq {seqs[wrong - 1]!r}; seqs {seqs[:12]}..."))
+    if events and events[0].get("type") != "run_started":
+        out.append(Violation("trace_seq", run.run_id,
+                             f"the first event is {events[0].get('type')!r}, not run_started"))
+    if torn and (final or _settled(run)):
+        size = len(run.trace) - run.trace.rfind(b"\n") - 1
+        out.append(Violation("trace_seq", run.run_id,
+                             f"a torn last line ({size} bytes) in a settled bundle"))
+    if run.state is not None:
+        seq = int(run.state.get("traceSeq", 0))
+        last = len(lines)  # a garbled line still took its seq
+        if seq > last:
+            out.append(Violation("trace_seq_behind", run.run_id,
+                                 f"traceSeq {seq} but the trace has {last} line(s): lost lines"))
+        elif (final or _settled(run)) and seq != last:
+            out.append(Violation("trace_seq_behind", run.run_id,
+                                 f"settled at traceSeq {seq} with {last} trace line(s)"))
+        elif last - seq > 1:
+            out.append(Violation("trace_seq_behind", run.run_id,
+                                 f"traceSeq {seq} is {last - seq} lines behind the trace"))
+    return events
+
+
+def check_history(run: RunFacts, events: list[dict[str, Any]], out: Found) -> None:
+    """Nodes end only when routed to; no old attempt writes after a resume; nothing
+    follows the run's end; the run starts once."""
+    entries: Counter[str] = Counter()
+    ends: Counter[str] = Counter()
+    ended_attempts: Counter[str] = Counter()
+    seen: set[str] = set()  # attempts opened so far
+    superseded: set[str] = set()  # attempts opened before the latest resume boundary
+    boundary_at: dict[str, int] = {}  # superseded attempt -> when its run was resumed
+    finished: str | None = None
+    starts = 0
+    for event in events:
+        kind, attempt = event.get("type"), event.get("attemptId")
+        payload = event.get("payload") or {}
+        if finished is not None:
+            out.append(Violation("write_after_end", run.run_id,
+                                 f"seq {event.get('seq')} {kind} after {finished}"))
+            finished = None  # one is enough
+        if attempt in superseded:
+            out.append(Violation("stale_write", run.run_id,
+                                 f"seq {event.get('seq')} {kind} by attempt {attempt}, opened"
+                                 " before a later resume boundary"))
+        if kind == "run_started":
+            starts += 1
+            if payload.get("startAt"):
+                entries[str(payload["startAt"])] += 1
+        elif kind == "run_resumed" and payload.get("boundary") is True:
+            for old in seen - superseded:
+                boundary_at[old] = int(event.get("at") or 0)
+            superseded |= seen
+        elif kind == "node_started" and attempt:
+            seen.add(str(attempt))
+        elif kind in ENDS:
+            ends[str(event.get("nodeId"))] += 1
+            ended_attempts[str(attempt)] += 1
+            if payload.get("next"):
+                entries[str(payload["next"])] += 1
+        if kind in FINAL_EVENTS:
+            finished = f"{kind} (seq {event.get('seq')})"
+    if starts > 1:
+        out.append(Violation("activated_twice", run.run_id, f"{starts} run_started events"))
+    for node, count in sorted(ends.items()):
+        if count > entries[node]:
+            out.append(Violation("node_finished_twice", run.run_id,
+                                 f"node {node} ended {count} times, routed to {entries[node]}"))
+    for attempt, count in sorted(ended_attempts.items()):
+        if count > 1:
+            out.append(Violation("node_finished_twice", run.run_id,
+                                 f"attempt {attempt} ended {count} times"))
+    for effect in run.effects:  # the store's side: a settle by a superseded attempt
+        settler = effect.get("attemptId")
+        if settler in boundary_at and effect.get("state") in ("applied", "rejected") \
+                and int(effect.get("updatedAt") or 0) > boundary_at[settler]:
+            out.append(Violation("stale_write", run.run_id,
+                                 f"effect {effect.get('nodeId')}/{effect.get('effectKey')}"
+                                 f" settled {effect.get('state')} by attempt {settler} after the"
+                                 " run was resumed"))
+
+
+def check_activations(run: RunFacts, out: Found) -> None:
+    """A launch from ``queued`` reaches ``running`` once (requeues and resumes aside)."""
+    activations, pending = 0, False
+    for event in run.feed:
+        kind, origin = str(event["type"]), (event.get("payload") or {}).get("from")
+        if kind == "starting":
+            pending = origin == "queued"
+        elif kind == "queued":
+            pending = False
+        elif kind == "running" and pending:
+            activations += 1
+            pending = False
+    if activations > 1:
+        out.append(Violation("activated_twice", run.run_id,
+                             f"{activations} activations from queued to running in the feed"))
+
+
+def check_settled(run: RunFacts, out: Found) -> None:
+    """After settling: every run ended, and its queue row says what its bundle says."""
+    row = run.row
+    if row is None:
+        if run.state is not None and run.state.get("forkedFrom") is None:
+            out.append(Violation("run_lost", run.run_id, "a bundle without a queue row"))
+        return
+    if row["state"] not in TERMINAL:
+        out.append(Violation("run_stuck", run.run_id, f"queue state {row['state']} after"
+                             " settling"))
+        return
+    status = run.state.get("status") if run.state is not None else None
+    if status is None:
+        if row["state"] == "done" or (row.get("startedAt") and run.trace is None):
+            out.append(Violation("run_lost", run.run_id,
+                                 f"queue {row['state']} (started) but no readable bundle"))
+        return
+    if QUEUE_FOR_STATUS.get(str(status)) != row["state"]:
+        out.append(Violation("queue_bundle_mismatch", run.run_id,
+                             f"queue {row['state']}, bundle {status}"))
+
+
+def check_ledger(durable: Durable, out: Found) -> None:
+    """Each guarded effect ran at most once, and every applied one left its line."""
+    lines = Counter(durable.ledger)
+    for line, count in sorted(lines.items()):
+        if count > 1:
+            out.append(Violation("effect_applied_twice", line.split(" ")[0],
+                                 f"ledger line {line!r} {count} times"))
+    def per_node(ledger: list[str]) -> Counter[str]:
+        return Counter(" ".join(line.split(" ")[:2]) for line in ledger)
+
+    before = per_node(durable.ledger if durable.ledger_before is None
+                      else durable.ledger_before)
+    after = per_node(durable.ledger)
+    for run in durable.runs.values():
+        for node in sorted({e["nodeId"] for e in run.effects}):
+            mine = [e for e in run.effects if e["nodeId"] == node]
+            applied = sum(e["state"] == "applied" for e in mine)
+            ran, now = before.get(f"{run.run_id} {node}", 0), after.get(f"{run.run_id} {node}", 0)
+            if ran > len(mine):
+                out.append(Violation("effect_applied_twice", run.run_id,
+                                     f"node {node}: {ran} ledger lines, {len(mine)} effect"
+                                     " record(s)"))
+            elif now < applied:
+                out.append(Violation("effect_missing", run.run_id,
+                                     f"node {node}: {applied} applied effect(s), {now} ledger"
+                                     " line(s)"))
+
+
+def check_deliveries(durable: Durable, out: Found) -> None:
+    seen: Counter[tuple[str, str, str]] = Counter()
+    runs: dict[tuple[str, str, str], str] = {}
+    for entry in durable.deliveries:
+        for what in ("notification", "intent"):
+            if entry.get(what) is not None:
+                key = (str(entry.get("session")), what, str(entry[what]))
+                seen[key] += 1
+                runs[key] = str(entry.get("runId"))
+    for key, count in sorted(seen.items()):
+        if count > 1:
+            out.append(Violation("delivered_twice", runs[key],
+                                 f"{key[1]} {key[2]} delivered to session {key[0]} {count}"
+                                 " times"))
+
+
+def check_watermarks(durable: Durable, before: dict[str, int], out: Found) -> None:
+    for session, seq in sorted(durable.watermarks.items()):
+        if seq < before.get(session, 0):
+            out.append(Violation("watermark_backwards", None,
+                                 f"session {session}: watermark {before[session]} -> {seq}"))
+
+
+def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = None,
+          skip: Callable[[str], bool] = lambda _: False) -> Found:
+    """Every violation in ``durable``; ``watermarks``: each session's last seen mark."""
+    out: Found = []
+    for run in durable.runs.values():
+        if skip(run.run_id):
+            continue
+        events = check_trace(run, final, out)
+        check_history(run, events, out)
+        check_activations(run, out)
+        if final:
+            check_settled(run, out)
+    if final:
+        for run_id in sorted(set(durable.launched) - set(durable.runs)):
+            out.append(Violation("run_lost", run_id, "acknowledged to the drill, no queue row"
+                                 " and no bundle"))
+        for proc in durable.marked:
+            out.append(Violation("leftover_process", None,
+                                 f"pid {proc['pid']} ({proc['cmd']}) marker {proc['marker']}"))
+    check_ledger(durable, out)
+    check_deliveries(durable, out)
+    check_watermarks(durable, watermarks or {}, out)
+    for entry in durable.loose:
+        out.append(Violation("loose_permissions", None,
+                             f"{entry['kind']} {entry['path']} is {entry['mode']}"))
+    return out

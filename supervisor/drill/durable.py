@@ -1,0 +1,147 @@
+"""What the checker may look at: a drill project's durable state, read back.
+
+Owns ``Durable`` (plain data, so tests build bad states by hand) and
+``collect``, which fills it from disk only: the store's queue rows, feed,
+effects and watermarks (through the store's read API), each bundle's raw
+trace bytes and projection, the ledger, the drill's delivery journal, the
+live processes that carry the project's run marker (psutil) and the modes of
+every file and directory under the project's state directory. Nothing here
+asks a running process anything. Imports ``protocol``; never the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from ...protocol.bundle import Bundle
+from ...protocol.limits import validate_run_id
+from ...protocol.paths import Paths, project_key
+from ...protocol.store import Store
+from ...protocol.wire import MARKER_ENV, parse_marker
+
+
+@dataclass
+class RunFacts:
+    run_id: str
+    row: dict[str, Any] | None = None  # state, originSession, parentRunId, startedAt, errorCode
+    feed: list[dict[str, Any]] = field(default_factory=list)  # {"seq", "type", "payload"}
+    trace: bytes | None = None  # None: no bundle
+    state: dict[str, Any] | None = None  # the raw projection; None: none readable
+    effects: list[dict[str, Any]] = field(default_factory=list)  # nodeId effectKey state ...
+
+
+@dataclass
+class Durable:
+    runs: dict[str, RunFacts] = field(default_factory=dict)
+    launched: list[str] = field(default_factory=list)  # run ids the drill was given
+    ledger: list[str] = field(default_factory=list)  # read after the store
+    # Read before the store: a line there has its effect record in what the store showed
+    # (records are written before the effect runs); None: the same as ``ledger``.
+    ledger_before: list[str] | None = None
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
+    watermarks: dict[str, int] = field(default_factory=dict)
+    marked: list[dict[str, Any]] = field(default_factory=list)  # {"pid", "cmd", "marker"}
+    loose: list[dict[str, Any]] = field(default_factory=list)  # {"path", "mode", "kind"}
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def marked_processes(project: Path) -> list[dict[str, Any]]:
+    """Live (not zombie) processes whose run marker names this project."""
+    key, me, out = project_key(project), os.getpid(), []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.pid == me or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            marker = proc.environ().get(MARKER_ENV)
+            if parse_marker(marker, key) is not None:
+                out.append({"pid": proc.pid, "cmd": " ".join(proc.cmdline())[:120],
+                            "marker": marker})
+    return out
+
+
+def loose_modes(root: Path) -> list[dict[str, Any]]:
+    """Directories looser than 0700 and files looser than 0600 under ``root``."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = os.path.join(folder, name)
+            with contextlib.suppress(FileNotFoundError):
+                info = os.lstat(path)
+                kind = "dir" if stat.S_ISDIR(info.st_mode) else \
+                    "file" if stat.S_ISREG(info.st_mode) else None
+                if kind is not None and info.st_mode & 0o077:
+                    out.append({"path": path, "mode": oct(info.st_mode & 0o777), "kind": kind})
+    return out
+
+
+def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
+    facts = RunFacts(run_id)
+    row = store.get(run_id)
+    if row is not None:
+        facts.row = {"state": str(row.state), "originSession": row.origin_session,
+                     "notifySession": row.notify_session, "parentRunId": row.parent_run_id,
+                     "startedAt": row.started_at, "errorCode": row.error_code}
+        facts.effects = [{"nodeId": e.node_id, "effectKey": e.effect_key, "state": e.state,
+                          "attemptId": e.attempt_id, "updatedAt": e.updated_at}
+                         for e in store.list_effects(run_id)]
+    bundle = Bundle(runs_dir, run_id)
+    if bundle.dir.is_dir():
+        with contextlib.suppress(OSError):
+            facts.trace = bundle.trace_path.read_bytes()
+        with contextlib.suppress(Exception):  # unreadable: the checker says so
+            facts.state = dict(bundle.raw_state())
+        if facts.trace is None:
+            facts.trace = b""
+    return facts
+
+
+def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
+            only: set[str] | None = None, processes: bool = False) -> Durable:
+    """Read the durable state of the runs in ``only`` (default: every run)."""
+    # The ledger is read on both sides of the store: an effect applied while we read
+    # has its line in the second read, one begun while we read may be in neither.
+    durable = Durable(launched=list(launched), ledger_before=_lines(ledger))
+    for line in _lines(work / "deliveries.ndjson"):
+        with contextlib.suppress(ValueError):
+            durable.deliveries.append(json.loads(line))
+    with Store(paths.store_file) as store:
+        rows = store.list_runs(limit=1_000_000)
+        ids = {r.run_id for r in rows}
+        if paths.runs_dir.is_dir():
+            for entry in paths.runs_dir.iterdir():
+                with contextlib.suppress(Exception):
+                    ids.add(validate_run_id(entry.name))
+        if only is not None:
+            ids &= only
+        for run_id in sorted(ids):
+            durable.runs[run_id] = _facts(store, paths.runs_dir, run_id)
+        after = 0
+        while batch := store.events_since(after, limit=5000):
+            for event in batch:
+                if event.run_id in durable.runs:
+                    durable.runs[event.run_id].feed.append(
+                        {"seq": event.seq, "type": event.type, "payload": event.payload})
+            after = batch[-1].seq
+        sessions = {r.origin_session for r in rows} | {r.notify_session for r in rows} | \
+            {str(d.get("session")) for d in durable.deliveries}
+        for session in sorted(s for s in sessions if s):
+            durable.watermarks[session] = store.watermark(session)
+    durable.ledger = _lines(ledger)
+    durable.loose = loose_modes(paths.state_dir)
+    if processes:
+        durable.marked = marked_processes(paths.project)
+    return durable

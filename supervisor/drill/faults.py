@@ -1,0 +1,197 @@
+"""The faults a drill injects, and where it finds their targets.
+
+Owns choosing an iteration's faults from the seed (kind and delay, drawn
+in the main thread so a seed always asks for the same faults; which
+process is hit depends on what runs at that moment) and applying them:
+``kill -9`` of the host (restarted at once), of a worker, of a Pi child, of
+a session command; a SIGTERM drain of the host (restarted once it exited);
+SIGSTOP of a worker past its lease, then SIGCONT; the store's write lock
+held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds.
+Workers and Pi children are found through the ``processes.json`` of running
+runs and proven by pid and start time before any signal. Imports
+``protocol`` and the drill's hosts, scratch and workload; never the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from ...protocol.bundle import Bundle
+from ...protocol.liveness import is_same_process
+from ...protocol.spawn import PIPE, spawn
+from ...protocol.states import QueueState
+from ...protocol.store import Store
+from ...protocol.wire import MARKER_ENV
+from .hosts import Hosts
+from .scratch import Scratch
+from .workload import Launcher
+
+KINDS: dict[str, float] = {  # kind -> weight
+    "host_kill9": 1.4, "host_drain": 0.6, "worker_kill9": 2.0, "pi_kill9": 1.0,
+    "session_kill9": 1.0, "worker_stop": 0.8, "store_lock": 0.8,
+}
+# A child that holds the store's write lock, then lets go (sqlite3 is imported only
+# there: the product's modules leave SQLite to the store).
+LOCKER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+conn.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("ROLLBACK")
+"""
+
+
+@dataclass(frozen=True)
+class Planned:
+    kind: str
+    delay: float  # seconds after the iteration's launches
+    pick: float  # which target, as a fraction of the sorted candidates
+    hold: float  # seconds a lock or a stop lasts
+
+
+def plan(rng: random.Random, agents: bool) -> list[Planned]:
+    """One or two faults for an iteration, drawn from ``rng``."""
+    kinds = {k: w for k, w in KINDS.items() if agents or k != "pi_kill9"}
+    count = 1 if rng.random() < 0.7 else 2
+    names = rng.choices(list(kinds), weights=list(kinds.values()), k=count)
+    return [Planned(name, round(rng.uniform(0.2, 1.6), 3), rng.random(),
+                    round(rng.uniform(1.0, 2.5), 3)) for name in names]
+
+
+@dataclass
+class Injector:
+    scratch: Scratch
+    hosts: Hosts
+    launcher: Launcher
+    started: float = field(default_factory=time.monotonic)
+    injected: list[dict[str, Any]] = field(default_factory=list)
+
+    def _record(self, iteration: int, kind: str, target: str | None, note: str = "") -> None:
+        self.injected.append({"iteration": iteration, "kind": kind,
+                              "at": round(time.monotonic() - self.started, 3),
+                              "target": target, "applied": target is not None,
+                              **({"note": note} if note else {})})
+
+    def run(self, iteration: int, faults: list[Planned]) -> None:
+        """Apply ``faults`` in order, each after its delay (from now)."""
+        begin = time.monotonic()
+        for fault in sorted(faults, key=lambda f: f.delay):
+            time.sleep(max(0.0, begin + fault.delay - time.monotonic()))
+            try:
+                target, note = getattr(self, f"_{fault.kind}")(fault)
+            except Exception as exc:  # a fault that could not be applied is reported
+                target, note = None, f"{type(exc).__name__}: {exc}"
+            self._record(iteration, fault.kind, target, note)
+
+    # -- targets --
+
+    def _processes(self, role: str) -> list[tuple[str, int, float]]:
+        """(run id, pid, start time) of live ``role`` processes of running runs."""
+        found = []
+        with Store(self.scratch.paths.store_file, lease_ms=self.scratch.lease_ms) as store:
+            rows = store.list_runs(QueueState.RUNNING, limit=100_000)
+        for row in rows:
+            entries = Bundle(self.scratch.paths.runs_dir, row.run_id).processes()
+            for entry in entries.get("processes", []):
+                pid, start = entry.get("pid"), entry.get("startTime")
+                if entry.get("role") == role and isinstance(pid, int) \
+                        and isinstance(start, (int, float)) and is_same_process(pid, start):
+                    found.append((row.run_id, pid, float(start)))
+        return sorted(found)
+
+    def _pick(self, fault: Planned, role: str) -> tuple[str, int, float] | None:
+        """One live ``role`` process (waiting up to 1.5 s for one to exist)."""
+        deadline = time.monotonic() + 1.5
+        while True:
+            found = self._processes(role)
+            if found:
+                return found[min(int(fault.pick * len(found)), len(found) - 1)]
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
+
+    def _signal_one(self, fault: Planned, role: str, sig: int) -> tuple[str | None, str]:
+        picked = self._pick(fault, role)
+        if picked is None:
+            return None, f"no live {role} process"
+        run_id, pid, start = picked
+        if not is_same_process(pid, start):
+            return None, f"{role} {pid} exited before the signal"
+        os.kill(pid, sig)
+        return f"{role} {pid} of {run_id}", ""
+
+    # -- the faults --
+
+    def _host_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        pid = self.hosts.kill9()
+        self.hosts.ensure()
+        return (f"host {pid}", "") if pid else (None, "no host running")
+
+    def _host_drain(self, fault: Planned) -> tuple[str | None, str]:
+        pid, code = self.hosts.drain()
+        self.hosts.ensure()
+        if pid is None:
+            return None, "no host running"
+        return f"host {pid}", f"exit {code}" if code is not None else "killed after 20 s"
+
+    def _worker_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        return self._signal_one(fault, "worker", signal.SIGKILL)
+
+    def _pi_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        return self._signal_one(fault, "pi", signal.SIGKILL)
+
+    def _session_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        live = sorted(self.launcher.live_session_processes(), key=lambda sp: sp[1].pid)
+        if not live:
+            return None, "no session command running"
+        session, proc = live[min(int(fault.pick * len(live)), len(live) - 1)]
+        worker = None
+        if fault.hold > 1.75:  # half the time a crash of the machine's kind: the worker
+            with contextlib.suppress(psutil.Error):  # cannot park, a host must take over
+                worker = next((c for c in psutil.Process(proc.pid).children()
+                               if MARKER_ENV in c.environ()), None)
+        if worker is not None:
+            with contextlib.suppress(psutil.Error):
+                worker.send_signal(signal.SIGSTOP)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+        if worker is not None:
+            with contextlib.suppress(psutil.Error):
+                worker.kill()
+            return f"session {session} pid {proc.pid}", f"its worker {worker.pid} frozen, killed"
+        return f"session {session} pid {proc.pid}", ""
+
+    def _worker_stop(self, fault: Planned) -> tuple[str | None, str]:
+        picked = self._pick(fault, "worker")
+        if picked is None or not is_same_process(picked[1], picked[2]):
+            return None, "no live worker process"
+        run_id, pid, start = picked
+        os.kill(pid, signal.SIGSTOP)
+        # Past the lease: the host must see it hung, kill it and take the run back.
+        stopped = self.scratch.lease_ms / 1000 + fault.hold
+        time.sleep(stopped)
+        if is_same_process(pid, start):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        return f"worker {pid} of {run_id}", f"stopped {stopped:.1f} s"
+
+    def _store_lock(self, fault: Planned) -> tuple[str | None, str]:
+        proc = spawn([sys.executable, "-c", LOCKER, str(self.scratch.paths.store_file),
+                      str(fault.hold)], env=self.scratch.env, drop_env=self.scratch.drop(),
+                     stdout=PIPE)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode().strip()
+        proc.wait(60)
+        if line != "locked":
+            return None, "the lock was not taken"
+        return f"store lock pid {proc.pid}", f"held {fault.hold:.1f} s"
