@@ -23,7 +23,7 @@ KINDS = (
     "run_lost", "run_stuck", "queue_bundle_mismatch", "trace_seq", "trace_seq_behind",
     "node_finished_twice", "effect_applied_twice", "effect_missing", "stale_write",
     "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
-    "leftover_process", "loose_permissions",
+    "follow_up_lost", "leftover_process", "loose_permissions",
 )
 ENDS = ("node_finished", "node_failed")
 FINAL_EVENTS = ("run_completed", "run_failed", "run_timed_out", "run_cancelled", "run_waiting")
@@ -239,6 +239,24 @@ def check_deliveries(durable: Durable, out: Found) -> None:
                                  " times"))
 
 
+def check_follow_ups(durable: Durable, out: Found) -> None:
+    """After the final sync of every session: each launch that failed before it ran
+    has its follow-up recorded, and no follow-up is left undelivered."""
+    recorded = {i["runId"] for i in durable.intents}
+    for run in durable.runs.values():
+        row = run.row or {}
+        if row.get("originSession") and row.get("state") == "failed" \
+                and row.get("startedAt") is None and run.run_id not in recorded:
+            out.append(Violation("follow_up_lost", run.run_id,
+                                 f"launch failed ({row.get('errorCode')}) with no turn intent"
+                                 f" for session {row['originSession']}"))
+    for intent in durable.intents:
+        if intent["state"] != "resolved":
+            out.append(Violation("follow_up_lost", intent["runId"],
+                                 f"turn intent {intent['intentId']} for session"
+                                 f" {intent['sessionId']} is still {intent['state']}"))
+
+
 def check_watermarks(durable: Durable, before: dict[str, int], out: Found) -> None:
     for session, seq in sorted(durable.watermarks.items()):
         if seq < before.get(session, 0):
@@ -262,6 +280,7 @@ def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = 
         for run_id in sorted(set(durable.launched) - set(durable.runs)):
             out.append(Violation("run_lost", run_id, "acknowledged to the drill, no queue row"
                                  " and no bundle"))
+        check_follow_ups(durable, out)
         for proc in durable.marked:
             out.append(Violation("leftover_process", None,
                                  f"pid {proc['pid']} ({proc['cmd']}) marker {proc['marker']}"))

@@ -47,6 +47,8 @@ class Durable:
     # (records are written before the effect runs); None: the same as ``ledger``.
     ledger_before: list[str] | None = None
     deliveries: list[dict[str, Any]] = field(default_factory=list)
+    # Turn intents in the store: {"intentId", "sessionId", "runId", "state"}.
+    intents: list[dict[str, Any]] = field(default_factory=list)
     watermarks: dict[str, int] = field(default_factory=dict)
     marked: list[dict[str, Any]] = field(default_factory=list)  # {"pid", "cmd", "marker"}
     loose: list[dict[str, Any]] = field(default_factory=list)  # {"path", "mode", "kind"}
@@ -109,6 +111,19 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
     return facts
 
 
+def _intents(store_file: Path) -> list[dict[str, Any]]:
+    """Every turn intent, read-only (the store has no listing of them)."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{store_file}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute("SELECT intent_id, session_id, run_id, state"
+                            " FROM workflow_turn_intents ORDER BY intent_id").fetchall()
+    finally:
+        conn.close()
+    return [{"intentId": i, "sessionId": s, "runId": r, "state": st} for i, s, r, st in rows]
+
+
 def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             only: set[str] | None = None, processes: bool = False) -> Durable:
     """Read the durable state of the runs in ``only`` (default: every run)."""
@@ -140,6 +155,7 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             {str(d.get("session")) for d in durable.deliveries}
         for session in sorted(s for s in sessions if s):
             durable.watermarks[session] = store.watermark(session)
+    durable.intents = _intents(paths.store_file)
     durable.ledger = _lines(ledger)
     durable.loose = loose_modes(paths.state_dir)
     if processes:

@@ -85,6 +85,7 @@ class Drill:
         self.watermarks: dict[str, int] = {}
         self.good: set[str] = set()  # settled runs already checked clean
         self.seen: set[tuple[str, str | None, str]] = set()
+        self.doomed = 0  # launches made to fail at activation, for their follow-ups
 
     # -- reading --
 
@@ -153,6 +154,12 @@ class Drill:
             name = rng.choice(("chain", "loop", "notes"))
             if session not in busy and launcher.deferred(name, session):
                 self.report.launches[f"deferred:{name}"] += 1
+        if rng.random() < 0.15:
+            session = rng.choice(DEFERRED_SESSIONS)
+            if session not in busy | launcher.busy_sessions():
+                self.doomed += 1
+                if launcher.doomed(session, self.doomed):
+                    self.report.launches["doomed"] += 1
         if rng.random() < 0.7:
             for run_id in self.waiting(self.rows())[:1]:
                 if launcher.answer(run_id):
@@ -210,7 +217,10 @@ class Drill:
     def finish(self) -> None:
         self.report.settled = self.settle()
         for session in PTY_SESSIONS + DEFERRED_SESSIONS + NOTIFY_SESSIONS:
-            self.launcher.sync(session)
+            for _ in range(20):  # a sync hands out a bounded batch of follow-ups
+                data = self.launcher.sync(session)
+                if not data or not data.get("followUps"):
+                    break
         for _, proc in self.launcher.live_session_processes():
             try:
                 proc.wait(15)

@@ -5,8 +5,11 @@ routes on ``$result.outcome`` around a shell effect, a checkpoint the drill
 answers, a session run with notifications, an agent step through the real
 Pi) and the launches: detached runs for the host (``run --detach``), session
 runs on a pseudo-terminal (``run --session``), deferred launches (``start``
-then ``activate``), answers and ``sync`` catch-ups, whose deliveries are
-journalled so the checker can see a message delivered twice. Every shell
+then ``activate``), launches doomed to fail (their workflow file changes
+between ``start`` and ``activate``, so activation records ``failed`` and a
+follow-up for the session), answers and ``sync`` catch-ups, whose
+deliveries are journalled so the checker can see a message delivered twice
+or never. Every shell
 effect appends ``<run> <node> <pass>`` to the ledger outside the bundles.
 Imports ``supervisor.drill.scratch`` and ``protocol``; never the worker.
 """
@@ -106,6 +109,12 @@ workflow = define_workflow(
 )
 ''',
 }
+# A one-node workflow; its file is edited after ``start`` (see ``Launcher.doomed``).
+DOOMED = """
+from pi_workflows import compute, define_workflow
+
+workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"one": 1})])
+"""
 RUN_LINE = re.compile(r"run ([A-Za-z0-9][A-Za-z0-9._-]*) \(")
 DETACHED = ("chain", "loop", "gate")
 
@@ -217,6 +226,19 @@ class Launcher:
         code, out = self._cli("start", workflow, "--session", session, "--json")
         run_id = self._json_run_id(code, out, f"start:{code}")
         if run_id is not None:
+            self.activate(session)
+        return run_id
+
+    def doomed(self, session: str, serial: int) -> str | None:
+        """A deferred launch whose source changes before it activates (seed 002's
+        failure path): ``start``, edit the file, ``activate``."""
+        name = f"doomed{serial}"
+        path = self.scratch.root / ".pi" / "workflows" / f"{name}.workflow.py"
+        write_private(path, DOOMED)
+        code, out = self._cli("start", name, "--session", session, "--json")
+        run_id = self._json_run_id(code, out, f"doomed:{code}")
+        if run_id is not None:
+            write_private(path, DOOMED + "# changed after the launch was queued\n")
             self.activate(session)
         return run_id
 

@@ -217,6 +217,33 @@ def test_a_notification_or_a_follow_up_delivered_twice() -> None:
     assert "intent ti-1" in only(check(durable, final=False), "delivered_twice").evidence
 
 
+def _failed_launch() -> Durable:
+    """A launch that failed at activation (its source changed), before it ran."""
+    durable = good([ev(1, "run_started", startAt="a"), ev(2, "run_failed")])
+    durable.ledger = []
+    run = durable.runs[RUN]
+    run.effects = []
+    run.row.update(state="failed", startedAt=None, errorCode="source_changed")  # type: ignore[union-attr]
+    run.state = {"traceSeq": 2, "status": "failed"}
+    run.feed = [{"seq": 1, "type": "queued", "payload": {}},
+                {"seq": 2, "type": "starting", "payload": {"from": "queued"}},
+                {"seq": 3, "type": "failed", "payload": {"from": "starting"}}]
+    return durable
+
+
+def test_a_failed_launch_needs_its_follow_up_recorded_and_delivered() -> None:
+    durable = _failed_launch()
+    durable.intents = [{"intentId": "ti-1", "sessionId": "d0", "runId": RUN,
+                        "state": "resolved"}]
+    assert check(durable, final=True) == []
+    durable.intents = []  # the failing transaction wrote no intent
+    assert "no turn intent" in only(check(durable, final=True), "follow_up_lost").evidence
+    durable.intents = [{"intentId": "ti-1", "sessionId": "d0", "runId": RUN,
+                        "state": "pending"}]  # never delivered by the final syncs
+    assert "still pending" in only(check(durable, final=True), "follow_up_lost").evidence
+    assert check(durable, final=False) == []  # mid-drill it may not be synced yet
+
+
 def test_lost_stuck_and_mismatched_runs_after_settling() -> None:
     durable = good()
     durable.launched.append("20261201T120001Z-chain-0000bbbb")
