@@ -133,6 +133,10 @@ from .cli_maint import register as _register_maint  # noqa: E402
 
 _register_maint(app)
 
+from .cli_piext import register as _register_piext  # noqa: E402
+
+_register_piext(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,207 @@
+"""The Pi extension in a real Pi (RPC mode, the scripted model): seed 002's end-to-end
+test of a model-started durable launch that fails and is corrected, duplicate
+boundary events that start a run once, a cancel during `starting` that gives no
+follow-up, and no engine activity while a turn is active."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .harness import Project, wait_for
+from .piext_kit import (
+    STEP_S,
+    follow_ups,
+    kill_activations,
+    open_pi,
+    pi_env_for,
+    start,
+    text_of,
+    wait_status,
+)
+from .scripted_model import Reply, Request, ScriptedModel, Stall, Text, ToolCalls
+from .sessions_kit import QUICK, SLOW_LOAD, query
+
+SECRET = "hunter2-private-input"
+
+
+def _script(steps: list[Any]) -> tuple[Any, list[Request]]:
+    """A function script: step i answers completion request i (a reply, or a function of it)."""
+    seen: list[Request] = []
+    lock = threading.Lock()
+
+    def answer(request: Request) -> Reply | None:
+        with lock:
+            i = len(seen)
+            seen.append(request)
+        if i >= len(steps):
+            return None
+        step = steps[i]
+        return step(request) if callable(step) else step
+
+    return answer, seen
+
+
+def _tool_ends(pi: Any) -> list[dict[str, Any]]:
+    return [e for e in pi.events if e.get("type") == "tool_execution_end"]
+
+
+def _ran(project: Project, name: str = "quick.ran") -> list[str]:
+    path = project.root / name
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.mark.timeout(150)
+def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
+        project: Project, tmp_path: Path) -> None:
+    source = project.write_workflow("quick", QUICK)
+    during_turn: dict[str, Any] = {}
+
+    def change_source(request: Request) -> Reply:
+        # The tool has returned, the initiating turn has not settled: the run is
+        # durable and queued, nothing ran; now the source changes under it.
+        rows = query(project, "SELECT run_id, state FROM workflow_run_queue")
+        during_turn["rows"] = [(r["run_id"], r["state"]) for r in rows]
+        during_turn["bundles"] = sorted(p.name for p in project.paths.runs_dir.glob("*")) \
+            if project.paths.runs_dir.exists() else []
+        source.write_text(source.read_text() + "\n# changed while the turn was active\n")
+        return Text("The workflow is queued.")
+
+    def correct(request: Request) -> Reply:
+        during_turn["follow_up_request"] = request
+        return ToolCalls(start("quick", task="second try"))
+
+    script, seen = _script([
+        ToolCalls(start("quick", task=f"use {SECRET}")),
+        change_source,
+        correct,
+        Text("Started it again."),
+    ])
+    with ScriptedModel(script) as model:
+        with open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
+            try:
+                assert pi.request({"type": "prompt", "message": "run quick"})["success"]
+                model.wait_for_requests(3, STEP_S)
+                # The second run starts and reaches its first step.
+                wait_for(lambda: len(_ran(project)) == 1, STEP_S, what="the second run's step",
+                         diag=pi.diagnose)
+                wait_status(pi, lambda s: "completed" in s, what="the second run completed")
+
+                ends = _tool_ends(pi)
+                assert len(ends) == 2, ends
+                first, second = (e["result"]["details"] for e in ends)
+                run1, run2 = first["runId"], second["runId"]
+                assert first == {"action": "start", "workflow": "quick", "runId": run1,
+                                 "queued": True}
+                assert ends[0]["result"]["content"][0]["text"] == \
+                    f"Workflow quick queued (run {run1})."
+                assert not ends[0]["isError"]
+                # Durable before the turn settled, and nothing ran while it was active.
+                assert during_turn["rows"] == [(run1, "queued")]
+                assert during_turn["bundles"] == []
+
+                # Exactly one follow-up model turn, with the safe error, no raw input.
+                fu = follow_ups(pi)
+                assert len(fu) == 1, fu
+                text = text_of(fu[0])
+                assert text.startswith(f"Workflow quick failed to start (run {run1}): ")
+                assert "Inspect the error and call workflow start again" in text
+                assert SECRET not in text and "Traceback" not in text
+                assert fu[0]["details"]["runId"] == run1
+                sent = during_turn["follow_up_request"]
+                assert any(text in t for t in sent.texts("user")), sent.texts("user")
+                assert not any(SECRET in t for t in sent.texts("user")[1:])
+
+                # The first run stays inspectable by id; the second pins the new source.
+                status1 = json.loads(project.cli("status", run1, "--json").stdout)
+                assert (status1["queueState"], status1["errorCode"]) == ("failed",
+                                                                         "source_changed")
+                assert _ran(project) == [run2]
+                intents = query(project, "SELECT run_id, state FROM workflow_turn_intents")
+                assert [(r["run_id"], r["state"]) for r in intents] == [(run1, "resolved")]
+                assert len(model.completions) == 4  # no extra turn after the second run
+                model.check()
+            finally:
+                pi.close()
+                kill_activations(project)
+
+
+@pytest.mark.timeout(150)
+def test_duplicate_boundaries_start_once_and_nothing_runs_while_a_turn_is_active(
+        project: Project, tmp_path: Path) -> None:
+    project.write_workflow("quick", QUICK)
+    stall = Stall("still ", after=("thinking.",), timeout=STEP_S)
+    script, seen = _script([
+        ToolCalls(start("quick")),
+        stall,  # the initiating turn stays active after the tool returned
+        Text("second prompt answered"),
+    ])
+    with ScriptedModel(script) as model:
+        pi_env = pi_env_for(project, model, tmp_path / "pi")
+        with open_pi(pi_env) as pi, open_pi(pi_env) as twin:
+            try:
+                assert pi.request({"type": "prompt", "message": "run quick"})["success"]
+                stall.wait_reached(STEP_S)
+                run = _tool_ends(pi)[0]["result"]["details"]["runId"]
+                # The turn is active: the run stays queued and nothing of it runs, while
+                # the twin Pi's own boundaries (it is idle) come and go.
+                assert twin.request({"type": "prompt", "message": "/workflow status"})["success"]
+                wait_for(lambda: any(e.get("method") == "notify" for e in twin.events), STEP_S,
+                         what="the twin's status")
+                state = query(project, "SELECT state FROM workflow_run_queue")
+                assert [r["state"] for r in state] == ["queued"]
+                assert _ran(project) == [] and not project.paths.runs_dir.joinpath(run).exists()
+                # A second prompt queued behind the active turn: two agent_end events in a row.
+                assert pi.request({"type": "prompt", "message": "and then?",
+                                   "streamingBehavior": "followUp"})["success"]
+                stall.release()
+                wait_for(lambda: _ran(project) == [run], STEP_S, what="the run's step",
+                         diag=pi.diagnose)
+                wait_status(pi, lambda s: "completed" in s, what="the run completed")
+                # Reopen the same session in the twin: session_start recovery sees nothing to do.
+                events = query(project, "SELECT type FROM run_events WHERE run_id = ?", (run,))
+                assert [e["type"] for e in events].count("starting") == 1, events
+                assert _ran(project) == [run]
+                model.check()
+            finally:
+                pi.close()
+                twin.close()
+                kill_activations(project)
+
+
+@pytest.mark.timeout(120)
+def test_a_cancel_during_starting_gives_no_follow_up(project: Project, tmp_path: Path) -> None:
+    project.write_workflow("slow", SLOW_LOAD)
+    (project.root / "block-load").write_text("")
+    script, seen = _script([ToolCalls(start("slow")), Text("Queued it.")])
+    with ScriptedModel(script) as model:
+        with open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
+            try:
+                assert pi.request({"type": "prompt", "message": "run slow"})["success"]
+                wait_for(lambda: (project.root / "load.started").exists(), STEP_S,
+                         what="the worker loading the workflow", diag=pi.diagnose)
+                run = _tool_ends(pi)[0]["result"]["details"]["runId"]
+                rows = query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                             (run,))
+                assert [r["state"] for r in rows] == ["starting"]
+                assert pi.request({"type": "prompt",
+                                   "message": f"/workflow cancel {run}"})["success"]
+                wait_status(pi, lambda s: "cancelled" in s, what="the cancelled status")
+                (project.root / "release-load").write_text("")
+                # The extension synced after its activation ended; nothing asks for a turn.
+                wait_for(lambda: not query(project, "SELECT 1 FROM session_watermarks"
+                                                    " WHERE pending_from IS NOT NULL")
+                         and query(project, "SELECT 1 FROM session_watermarks"), STEP_S,
+                         what="the extension's sync")
+                assert follow_ups(pi) == []
+                assert query(project, "SELECT * FROM workflow_turn_intents") == []
+                assert len(model.completions) == 2
+                assert not (project.root / "one.ran").exists()
+                model.check()
+            finally:
+                pi.close()
+                kill_activations(project)
