@@ -13,12 +13,17 @@ from typing import Any
 import pytest
 
 from .harness import Project, wait_for
+from .pi_env import PiRpc
 from .piext_kit import (
     STEP_S,
+    activations,
+    extension_path,
     follow_ups,
     kill_activations,
     open_pi,
     pi_env_for,
+    session_file,
+    session_id,
     start,
     text_of,
     wait_status,
@@ -130,54 +135,81 @@ def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
                 kill_activations(project)
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(180)
 def test_duplicate_boundaries_start_once_and_nothing_runs_while_a_turn_is_active(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("quick", QUICK)
     stall = Stall("still ", after=("thinking.",), timeout=STEP_S)
+    stall2 = Stall("never ", timeout=STEP_S)
     script, seen = _script([
         ToolCalls(start("quick")),
         stall,  # the initiating turn stays active after the tool returned
         Text("second prompt answered"),
+        ToolCalls(start("quick", task="two")),
+        stall2,  # Pi is killed during this one
     ])
+
+    def starts(run: str) -> int:
+        rows = query(project, "SELECT type FROM run_events WHERE run_id = ?", (run,))
+        return [r["type"] for r in rows].count("starting")
+
     with ScriptedModel(script) as model:
         pi_env = pi_env_for(project, model, tmp_path / "pi")
-        with open_pi(pi_env) as pi, open_pi(pi_env) as twin:
-            try:
-                assert pi.request({"type": "prompt", "message": "run quick"})["success"]
-                stall.wait_reached(STEP_S)
-                run = _tool_ends(pi)[0]["result"]["details"]["runId"]
-                # The turn is active: the run stays queued and nothing of it runs, while
-                # the twin Pi's own boundaries (it is idle) come and go.
-                assert twin.request({"type": "prompt", "message": "/workflow status"})["success"]
-                wait_for(lambda: any(e.get("method") == "notify" for e in twin.events), STEP_S,
-                         what="the twin's status")
-                state = query(project, "SELECT state FROM workflow_run_queue")
-                assert [r["state"] for r in state] == ["queued"]
-                assert _ran(project) == [] and not project.paths.runs_dir.joinpath(run).exists()
-                # A second prompt queued behind the active turn: two agent_end events in a row.
-                assert pi.request({"type": "prompt", "message": "and then?",
-                                   "streamingBehavior": "followUp"})["success"]
-                stall.release()
-                wait_for(lambda: _ran(project) == [run], STEP_S, what="the run's step",
-                         diag=pi.diagnose)
-                wait_status(pi, lambda s: "completed" in s, what="the run completed")
-                # Reopen the same session in the twin: session_start recovery sees nothing to do.
-                events = query(project, "SELECT type FROM run_events WHERE run_id = ?", (run,))
-                assert [e["type"] for e in events].count("starting") == 1, events
-                assert _ran(project) == [run]
-                model.check()
-            finally:
-                pi.close()
+        pi = open_pi(pi_env)
+        try:
+            assert pi.request({"type": "prompt", "message": "run quick"})["success"]
+            stall.wait_reached(STEP_S)
+            run = _tool_ends(pi)[0]["result"]["details"]["runId"]
+            # The turn is active: the run stays queued and nothing of it runs.
+            assert pi.request({"type": "prompt", "message": "/workflow status"})["success"]
+            wait_for(lambda: any(e.get("method") == "notify" for e in pi.events), STEP_S,
+                     what="the /workflow status answer")
+            state = query(project, "SELECT state FROM workflow_run_queue")
+            assert [r["state"] for r in state] == ["queued"]
+            assert _ran(project) == [] and not project.paths.runs_dir.joinpath(run).exists()
+            # A second prompt queued behind the active turn: two agent_end events in a row.
+            assert pi.request({"type": "prompt", "message": "and then?",
+                               "streamingBehavior": "followUp"})["success"]
+            stall.release()
+            wait_for(lambda: _ran(project) == [run], STEP_S, what="the run's step",
+                     diag=pi.diagnose)
+            wait_status(pi, lambda s: "completed" in s, what="the run completed")
+            assert starts(run) == 1
+
+            # Another start, and Pi is killed before that turn settles: the run stays queued.
+            assert pi.request({"type": "prompt", "message": "again"})["success"]
+            stall2.wait_reached(STEP_S)
+            run2 = _tool_ends(pi)[1]["result"]["details"]["runId"]
+            session = session_file(pi)
+        finally:
+            pi.proc.kill()
+            pi.close()
+        assert [r["state"] for r in query(project, "SELECT state FROM workflow_run_queue"
+                                          " WHERE run_id = ?", (run2,))] == ["queued"]
+        # Two Pis reopen the session at once: two session_start boundaries race.
+        twins = [PiRpc(pi_env, "-e", str(extension_path()), "--session", session,
+                       session=True) for _ in range(2)]
+        try:
+            wait_for(lambda: run2 in _ran(project), STEP_S, what="the second run's step",
+                     diag=twins[0].diagnose)
+            wait_for(lambda: not activations(project), STEP_S, what="the activations to end")
+            assert _ran(project) == [run, run2]
+            assert starts(run2) == 1
+        finally:
+            for twin in twins:
                 twin.close()
-                kill_activations(project)
+            kill_activations(project)
 
 
 @pytest.mark.timeout(120)
 def test_a_cancel_during_starting_gives_no_follow_up(project: Project, tmp_path: Path) -> None:
     project.write_workflow("slow", SLOW_LOAD)
-    (project.root / "block-load").write_text("")
-    script, seen = _script([ToolCalls(start("slow")), Text("Queued it.")])
+
+    def block(request: Request) -> Reply:
+        (project.root / "block-load").write_text("")  # after start's preflight load
+        return Text("Queued it.")
+
+    script, seen = _script([ToolCalls(start("slow")), block])
     with ScriptedModel(script) as model:
         with open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
             try:
@@ -192,11 +224,20 @@ def test_a_cancel_during_starting_gives_no_follow_up(project: Project, tmp_path:
                                    "message": f"/workflow cancel {run}"})["success"]
                 wait_status(pi, lambda s: "cancelled" in s, what="the cancelled status")
                 (project.root / "release-load").write_text("")
-                # The extension synced after its activation ended; nothing asks for a turn.
-                wait_for(lambda: not query(project, "SELECT 1 FROM session_watermarks"
-                                                    " WHERE pending_from IS NOT NULL")
-                         and query(project, "SELECT 1 FROM session_watermarks"), STEP_S,
-                         what="the extension's sync")
+                # The extension synced past the cancel once its activation ended (a
+                # follow-up would have come with that sync); nothing asks for a turn.
+                sid = session_id(pi)
+
+                def synced_past_cancel() -> bool:
+                    head = query(project, "SELECT max(seq) AS s FROM run_events WHERE"
+                                          " run_id = ?", (run,))[0]["s"]
+                    mark = query(project, "SELECT seq FROM session_watermarks WHERE"
+                                          " session_id = ? AND pending_from IS NULL", (sid,))
+                    return bool(mark) and mark[0]["seq"] >= head
+
+                wait_for(synced_past_cancel, STEP_S, what="the extension's sync",
+                         diag=pi.diagnose)
+                wait_for(lambda: not activations(project), STEP_S, what="activate to end")
                 assert follow_ups(pi) == []
                 assert query(project, "SELECT * FROM workflow_turn_intents") == []
                 assert len(model.completions) == 2
