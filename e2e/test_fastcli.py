@@ -208,3 +208,16 @@ def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> N
                  ["cancel", queued[0], "--no-wait", "--json"]):
         out = _same(project, [*args, *where])
         assert out.returncode != 0, args
+
+    # `start` (the Pi extension's tool call): a reservation each way, then the errors.
+    out = twins(["start", "quick", "w", "--json", "--session", "sf"],
+                ["start", "quick", "w", "--json", "--session", "ss"])
+    assert out.returncode == 0 and json.loads(out.stdout)["queued"] is True
+    assert _run(project, ["start", "quick", "--json", "--session", "sp", *where], project.env,
+                probe=True).returncode == 0
+    for args in (["start", "quick", "--json", "--session", "sf"],  # busy
+                 ["start", "quick", "--json"],  # no session
+                 ["start", "nosuch", "--json", "--session", "s9"],
+                 ["start", "quick", "--json", "--session", "s9", "--input-json", "{bad"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, args

@@ -44,15 +44,15 @@ from .views import run_status
 FOLLOW_POLL_S = 0.2
 
 
-def stdin_lifeline(stop: Callable[[], None]) -> None:
-    """Call ``stop`` (from a daemon thread) once standard input reaches end of file.
+def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
+    """Call ``stop`` (from a daemon thread) once ``fd`` (standard input) reaches end of file.
 
     The pipe's other end is the parent's (the Pi extension's): when the
     parent exits, however it exits, the kernel closes it.
     """
     def watch() -> None:
         with contextlib.suppress(OSError):
-            while os.read(0, 4096):
+            while os.read(fd, 4096):
                 pass
         stop()
 
