@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import psutil
 
 from .harness import Project, wait_for
 from .pi_env import PiEnv, PiRpc, make_pi_env
-from .scripted_model import ScriptedModel, ToolCall, call
+from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call
 
 BIN = Path(sys.executable).with_name("pi-workflows")
 STEP_S = 45.0  # a deadline for one step of a drill; other suites share the two cores
@@ -53,6 +54,24 @@ def open_pi(pi_env: PiEnv, *extra: str) -> PiRpc:
                str(pi_env.agent_dir / "sessions"), *extra, session=True)
     pi.wait_ready(STEP_S)
     return pi
+
+
+def steps(*script: Reply | Callable[[Request], Reply]) -> Callable[[Request], Reply | None]:
+    """A function script: step i answers completion request i (a reply, or a function of
+    the request that returns one, run when the request arrives)."""
+    count = [0]
+    lock = threading.Lock()
+
+    def answer(request: Request) -> Reply | None:
+        with lock:
+            i = count[0]
+            count[0] += 1
+        if i >= len(script):
+            return None
+        step = script[i]
+        return step(request) if callable(step) else step
+
+    return answer
 
 
 def start(workflow: str, **fields: Any) -> ToolCall:

@@ -6,7 +6,6 @@ follow-up, and no engine activity while a turn is active."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from .piext_kit import (
     session_file,
     session_id,
     start,
+    steps,
     text_of,
     wait_status,
 )
@@ -32,23 +32,6 @@ from .scripted_model import Reply, Request, ScriptedModel, Stall, Text, ToolCall
 from .sessions_kit import QUICK, SLOW_LOAD, query
 
 SECRET = "hunter2-private-input"
-
-
-def _script(steps: list[Any]) -> tuple[Any, list[Request]]:
-    """A function script: step i answers completion request i (a reply, or a function of it)."""
-    seen: list[Request] = []
-    lock = threading.Lock()
-
-    def answer(request: Request) -> Reply | None:
-        with lock:
-            i = len(seen)
-            seen.append(request)
-        if i >= len(steps):
-            return None
-        step = steps[i]
-        return step(request) if callable(step) else step
-
-    return answer, seen
 
 
 def _tool_ends(pi: Any) -> list[dict[str, Any]]:
@@ -80,59 +63,58 @@ def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
         during_turn["follow_up_request"] = request
         return ToolCalls(start("quick", task="second try"))
 
-    script, seen = _script([
+    script = steps(
         ToolCalls(start("quick", task=f"use {SECRET}")),
         change_source,
         correct,
         Text("Started it again."),
-    ])
-    with ScriptedModel(script) as model:
-        with open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
-            try:
-                assert pi.request({"type": "prompt", "message": "run quick"})["success"]
-                model.wait_for_requests(3, STEP_S)
-                # The second run starts and reaches its first step.
-                wait_for(lambda: len(_ran(project)) == 1, STEP_S, what="the second run's step",
-                         diag=pi.diagnose)
-                wait_status(pi, lambda s: "completed" in s, what="the second run completed")
+    )
+    with ScriptedModel(script) as model, open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
+        try:
+            assert pi.request({"type": "prompt", "message": "run quick"})["success"]
+            model.wait_for_requests(3, STEP_S)
+            # The second run starts and reaches its first step.
+            wait_for(lambda: len(_ran(project)) == 1, STEP_S, what="the second run's step",
+                     diag=pi.diagnose)
+            wait_status(pi, lambda s: "completed" in s, what="the second run completed")
 
-                ends = _tool_ends(pi)
-                assert len(ends) == 2, ends
-                first, second = (e["result"]["details"] for e in ends)
-                run1, run2 = first["runId"], second["runId"]
-                assert first == {"action": "start", "workflow": "quick", "runId": run1,
-                                 "queued": True}
-                assert ends[0]["result"]["content"][0]["text"] == \
-                    f"Workflow quick queued (run {run1})."
-                assert not ends[0]["isError"]
-                # Durable before the turn settled, and nothing ran while it was active.
-                assert during_turn["rows"] == [(run1, "queued")]
-                assert during_turn["bundles"] == []
+            ends = _tool_ends(pi)
+            assert len(ends) == 2, ends
+            first, second = (e["result"]["details"] for e in ends)
+            run1, run2 = first["runId"], second["runId"]
+            assert first == {"action": "start", "workflow": "quick", "runId": run1,
+                             "queued": True}
+            assert ends[0]["result"]["content"][0]["text"] == \
+                f"Workflow quick queued (run {run1})."
+            assert not ends[0]["isError"]
+            # Durable before the turn settled, and nothing ran while it was active.
+            assert during_turn["rows"] == [(run1, "queued")]
+            assert during_turn["bundles"] == []
 
-                # Exactly one follow-up model turn, with the safe error, no raw input.
-                fu = follow_ups(pi)
-                assert len(fu) == 1, fu
-                text = text_of(fu[0])
-                assert text.startswith(f"Workflow quick failed to start (run {run1}): ")
-                assert "Inspect the error and call workflow start again" in text
-                assert SECRET not in text and "Traceback" not in text
-                assert fu[0]["details"]["runId"] == run1
-                sent = during_turn["follow_up_request"]
-                assert any(text in t for t in sent.texts("user")), sent.texts("user")
-                assert not any(SECRET in t for t in sent.texts("user")[1:])
+            # Exactly one follow-up model turn, with the safe error, no raw input.
+            fu = follow_ups(pi)
+            assert len(fu) == 1, fu
+            text = text_of(fu[0])
+            assert text.startswith(f"Workflow quick failed to start (run {run1}): ")
+            assert "Inspect the error and call workflow start again" in text
+            assert SECRET not in text and "Traceback" not in text
+            assert fu[0]["details"]["runId"] == run1
+            sent = during_turn["follow_up_request"]
+            assert any(text in t for t in sent.texts("user")), sent.texts("user")
+            assert not any(SECRET in t for t in sent.texts("user")[1:])
 
-                # The first run stays inspectable by id; the second pins the new source.
-                status1 = json.loads(project.cli("status", run1, "--json").stdout)
-                assert (status1["queueState"], status1["errorCode"]) == ("failed",
-                                                                         "source_changed")
-                assert _ran(project) == [run2]
-                intents = query(project, "SELECT run_id, state FROM workflow_turn_intents")
-                assert [(r["run_id"], r["state"]) for r in intents] == [(run1, "resolved")]
-                assert len(model.completions) == 4  # no extra turn after the second run
-                model.check()
-            finally:
-                pi.close()
-                kill_activations(project)
+            # The first run stays inspectable by id; the second pins the new source.
+            status1 = json.loads(project.cli("status", run1, "--json").stdout)
+            assert (status1["queueState"], status1["errorCode"]) == ("failed",
+                                                                     "source_changed")
+            assert _ran(project) == [run2]
+            intents = query(project, "SELECT run_id, state FROM workflow_turn_intents")
+            assert [(r["run_id"], r["state"]) for r in intents] == [(run1, "resolved")]
+            assert len(model.completions) == 4  # no extra turn after the second run
+            model.check()
+        finally:
+            pi.close()
+            kill_activations(project)
 
 
 @pytest.mark.timeout(180)
@@ -141,13 +123,13 @@ def test_duplicate_boundaries_start_once_and_nothing_runs_while_a_turn_is_active
     project.write_workflow("quick", QUICK)
     stall = Stall("still ", after=("thinking.",), timeout=STEP_S)
     stall2 = Stall("never ", timeout=STEP_S)
-    script, seen = _script([
+    script = steps(
         ToolCalls(start("quick")),
         stall,  # the initiating turn stays active after the tool returned
         Text("second prompt answered"),
         ToolCalls(start("quick", task="two")),
         stall2,  # Pi is killed during this one
-    ])
+    )
 
     def starts(run: str) -> int:
         rows = query(project, "SELECT type FROM run_events WHERE run_id = ?", (run,))
@@ -209,40 +191,39 @@ def test_a_cancel_during_starting_gives_no_follow_up(project: Project, tmp_path:
         (project.root / "block-load").write_text("")  # after start's preflight load
         return Text("Queued it.")
 
-    script, seen = _script([ToolCalls(start("slow")), block])
-    with ScriptedModel(script) as model:
-        with open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
-            try:
-                assert pi.request({"type": "prompt", "message": "run slow"})["success"]
-                wait_for(lambda: (project.root / "load.started").exists(), STEP_S,
-                         what="the worker loading the workflow", diag=pi.diagnose)
-                run = _tool_ends(pi)[0]["result"]["details"]["runId"]
-                rows = query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
-                             (run,))
-                assert [r["state"] for r in rows] == ["starting"]
-                assert pi.request({"type": "prompt",
-                                   "message": f"/workflow cancel {run}"})["success"]
-                wait_status(pi, lambda s: "cancelled" in s, what="the cancelled status")
-                (project.root / "release-load").write_text("")
-                # The extension synced past the cancel once its activation ended (a
-                # follow-up would have come with that sync); nothing asks for a turn.
-                sid = session_id(pi)
+    script = steps(ToolCalls(start("slow")), block)
+    with ScriptedModel(script) as model, open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
+        try:
+            assert pi.request({"type": "prompt", "message": "run slow"})["success"]
+            wait_for(lambda: (project.root / "load.started").exists(), STEP_S,
+                     what="the worker loading the workflow", diag=pi.diagnose)
+            run = _tool_ends(pi)[0]["result"]["details"]["runId"]
+            rows = query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                         (run,))
+            assert [r["state"] for r in rows] == ["starting"]
+            assert pi.request({"type": "prompt",
+                               "message": f"/workflow cancel {run}"})["success"]
+            wait_status(pi, lambda s: "cancelled" in s, what="the cancelled status")
+            (project.root / "release-load").write_text("")
+            # The extension synced past the cancel once its activation ended (a
+            # follow-up would have come with that sync); nothing asks for a turn.
+            sid = session_id(pi)
 
-                def synced_past_cancel() -> bool:
-                    head = query(project, "SELECT max(seq) AS s FROM run_events WHERE"
-                                          " run_id = ?", (run,))[0]["s"]
-                    mark = query(project, "SELECT seq FROM session_watermarks WHERE"
-                                          " session_id = ? AND pending_from IS NULL", (sid,))
-                    return bool(mark) and mark[0]["seq"] >= head
+            def synced_past_cancel() -> bool:
+                head = query(project, "SELECT max(seq) AS s FROM run_events WHERE"
+                                      " run_id = ?", (run,))[0]["s"]
+                mark = query(project, "SELECT seq FROM session_watermarks WHERE"
+                                      " session_id = ? AND pending_from IS NULL", (sid,))
+                return bool(mark) and mark[0]["seq"] >= head
 
-                wait_for(synced_past_cancel, STEP_S, what="the extension's sync",
-                         diag=pi.diagnose)
-                wait_for(lambda: not activations(project), STEP_S, what="activate to end")
-                assert follow_ups(pi) == []
-                assert query(project, "SELECT * FROM workflow_turn_intents") == []
-                assert len(model.completions) == 2
-                assert not (project.root / "one.ran").exists()
-                model.check()
-            finally:
-                pi.close()
-                kill_activations(project)
+            wait_for(synced_past_cancel, STEP_S, what="the extension's sync",
+                     diag=pi.diagnose)
+            wait_for(lambda: not activations(project), STEP_S, what="activate to end")
+            assert follow_ups(pi) == []
+            assert query(project, "SELECT * FROM workflow_turn_intents") == []
+            assert len(model.completions) == 2
+            assert not (project.root / "one.ran").exists()
+            model.check()
+        finally:
+            pi.close()
+            kill_activations(project)

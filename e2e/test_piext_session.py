@@ -7,7 +7,6 @@ answer`` runs its continuation on the host, and the model is told the result."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +25,13 @@ from .piext_kit import (
     session_file,
     start,
     statuses,
+    steps,
     text_of,
     ui,
     wait_status,
 )
-from .scripted_model import Reply, Request, ScriptedModel, Text, ToolCalls
+from .scripted_model import ScriptedModel, Text, ToolCalls
 from .sessions_kit import FLOW, query
-
-
-def _script(steps: list[Any]) -> tuple[Any, list[Request]]:
-    seen: list[Request] = []
-    lock = threading.Lock()
-
-    def answer(request: Request) -> Reply | None:
-        with lock:
-            i = len(seen)
-            seen.append(request)
-        return steps[i] if i < len(steps) else None
-
-    return answer, seen
 
 
 def _run_id(pi: PiRpc) -> str:
@@ -72,10 +59,10 @@ def test_closing_pi_parks_the_run_a_host_finishes_it_and_the_reopened_session_ca
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("flow", FLOW)
     project.start_host()
-    script, seen = _script([
+    script = steps(
         ToolCalls(start("flow", task="hold")), Text("Queued."),
         Text("It completed with ok: true."),
-    ])
+    )
     with ScriptedModel(script) as model:
         pi_env = pi_env_for(project, model, tmp_path / "pi")
         pi = open_pi(pi_env)
@@ -131,7 +118,7 @@ def test_closing_pi_parks_the_run_a_host_finishes_it_and_the_reopened_session_ca
 def test_kill_9_of_pi_parks_the_run_through_the_session_runners_stdin(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("flow", FLOW)
-    script, seen = _script([ToolCalls(start("flow", task="hold")), Text("Queued.")])
+    script = steps(ToolCalls(start("flow", task="hold")), Text("Queued."))
     with ScriptedModel(script) as model:
         pi_env = pi_env_for(project, model, tmp_path / "pi")
         pi = open_pi(pi_env)
@@ -165,8 +152,8 @@ def test_a_checkpoint_answered_with_the_command_runs_on_and_the_model_is_told(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("flow", FLOW)
     project.start_host()
-    script, seen = _script([ToolCalls(start("flow", task="ask")), Text("Queued."),
-                            Text("The answered run completed.")])
+    script = steps(ToolCalls(start("flow", task="ask")), Text("Queued."),
+                   Text("The answered run completed."))
     with ScriptedModel(script) as model:
         pi = open_pi(pi_env_for(project, model, tmp_path / "pi"))
         try:
