@@ -6,6 +6,7 @@ follow-up, and no engine activity while a turn is active."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from .harness import Project, wait_for
 from .pi_env import PiRpc
 from .piext_kit import (
+    BIN,
     STEP_S,
     activations,
     extension_path,
@@ -227,3 +229,56 @@ def test_a_cancel_during_starting_gives_no_follow_up(project: Project, tmp_path:
         finally:
             pi.close()
             kill_activations(project)
+
+
+@pytest.mark.timeout(150)
+def test_a_crash_between_delivery_and_resolution_never_sends_the_follow_up_twice(
+        project: Project, tmp_path: Path) -> None:
+    """Pi is killed (-9) by the first `resolve-follow-up` call, right after the follow-up
+    reached the session: the reopened session finds it in its branch and only resolves."""
+    source = project.write_workflow("quick", QUICK)
+    wrapper = tmp_path / "pi-workflows-crashing"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = resolve-follow-up ] && [ ! -e "{tmp_path}/crashed" ]; then\n'
+        f'  touch "{tmp_path}/crashed"; kill -9 "$PPID"; exit 1\n'
+        "fi\n"
+        f'exec "{BIN}" "$@"\n')
+    wrapper.chmod(0o700)
+
+    def change_source(request: Request) -> Reply:
+        source.write_text(source.read_text() + "\n# changed\n")
+        return Text("Queued.")
+
+    script = steps(ToolCalls(start("quick")), change_source, Text("I will look into it."))
+    with ScriptedModel(script) as model:
+        pi_env = pi_env_for(project, model, tmp_path / "pi")
+        pi_env.env["PI_WORKFLOWS_BIN"] = str(wrapper)
+        pi = open_pi(pi_env)
+        try:
+            session = session_file(pi)
+            assert pi.request({"type": "prompt", "message": "run quick"})["success"]
+            wait_for(lambda: (tmp_path / "crashed").exists(), STEP_S, what="the crash",
+                     diag=pi.diagnose)
+            assert pi.proc.wait(STEP_S) == -9
+        finally:
+            pi.close()
+        [intent] = query(project, "SELECT * FROM workflow_turn_intents")
+        assert intent["state"] == "pending"
+        # Reopen once the dead Pi's lease on the follow-up has run out.
+        wait_for(lambda: intent["claim_expires_at"] < time.time() * 1000, STEP_S,
+                 what="the lease to expire")
+        pi_env.env["PI_WORKFLOWS_BIN"] = str(BIN)
+        before = len(model.completions)  # 3 if the follow-up turn got out before the kill
+        reopened = PiRpc(pi_env, "-e", str(extension_path()), "--session", session,
+                         session=True)
+        try:
+            wait_for(lambda: query(project, "SELECT 1 FROM workflow_turn_intents"
+                                            " WHERE state = 'resolved'"), STEP_S,
+                     what="the follow-up resolved", diag=reopened.diagnose)
+            assert len(follow_ups(reopened)) == 1
+            assert len(model.completions) == before  # the reopened session sent nothing
+        finally:
+            reopened.close()
+            kill_activations(project)
+        model.check()
