@@ -221,3 +221,10 @@ def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> N
                  ["start", "quick", "--json", "--session", "s9", "--input-json", "{bad"]):
         out = _same(project, [*args, *where])
         assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, args
+    # `resolve-follow-up` with a token that holds nothing: the same refusal both ways.
+    for args in (["resolve-follow-up", "ti-none", "--token", "t", "--json"],
+                 ["resolve-follow-up", "ti-none", "--json"]):  # no token: left to typer
+        out = _same(project, [*args, *where])
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, args
+    assert _run(project, ["resolve-follow-up", "ti-none", "--token", "t", "--json", *where],
+                project.env, probe=True).returncode == 2

@@ -1,7 +1,8 @@
 """The ``pi-workflows`` entry point, with a fast path for the read-only JSON commands.
 
 Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
-``run NAME --detach --json``, ``start NAME --json``, ``answer RUN --json`` and ``cancel RUN --json``
+``run NAME --detach --json``, ``start NAME --json``, ``resolve-follow-up
+INTENT --json``, ``answer RUN --json`` and ``cancel RUN --json``
 (what the Pi extension and scripts call, often once a turn) are parsed here
 by hand and run without typer or pydantic, whose imports alone cost ten
 times a bare interpreter start. Everything else, and anything unusual in
@@ -43,6 +44,7 @@ _SPECS: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
     "start": (1, _MANY, frozenset({"--json"}), _INPUT),
     "answer": (1, _MANY, frozenset({"--json", "--force"}), _INPUT),
     "cancel": (1, 1, frozenset({"--json", "--no-wait"}), frozenset({"--project"})),
+    "resolve-follow-up": (1, 1, frozenset({"--json"}), frozenset({"--project", "--token"})),
 }
 
 
@@ -75,7 +77,8 @@ def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
             positional.append(token)
         i += 1
     if "--json" not in seen or len(positional) < least or (
-            command == "run" and "--detach" not in seen):
+            command == "run" and "--detach" not in seen) or (
+            command == "resolve-follow-up" and "--token" not in values):
         raise _Declined  # a missing argument is worded by click; a run here is watched live
     return command, positional, seen, values
 
@@ -206,6 +209,16 @@ def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> in
     return 0
 
 
+def _resolve(positional: list[str], values: dict[str, str]) -> int:
+    from ..protocol.store import open_store
+
+    settings, paths = _settings_and_paths(values)
+    with open_store(settings, paths.store_file) as store:
+        store.resolve_turn_intent(positional[0], values["--token"])
+    _emit({"intentId": positional[0], "resolved": True})
+    return 0
+
+
 def fast(args: list[str]) -> int | None:
     """The exit code of a command the fast path ran; None when it declines."""
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
@@ -228,6 +241,8 @@ def fast(args: list[str]) -> int | None:
             return _start(positional, values)
         if command == "answer":
             return _answer(positional, seen, values)
+        if command == "resolve-follow-up":
+            return _resolve(positional, values)
         return _cancel(positional, seen, values)
     except _Declined:
         return None  # declined before anything was read or written
