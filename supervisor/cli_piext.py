@@ -21,14 +21,16 @@ from .cli_options import JsonOpt, ProjectOpt, emit_json, project_context
 EXTENSION = Path(__file__).resolve().with_name("piext") / "pi_workflows.ts"
 
 
-def pi_extension_command(as_json: JsonOpt = False) -> None:
+def pi_extension_command(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
     """Print the absolute path of the pi-workflows Pi extension (a TypeScript file).
 
     Load it for one Pi session with `pi -e "$(pi-workflows pi-extension)"`;
-    docs/pi-extension.md says how to install it for good.
+    docs/pi-extension.md says how to install it for good. The path is the
+    same for every project (--project is accepted and changes nothing).
 
-    Example: pi -e "$(pi-workflows pi-extension)"
+    Example: pi-workflows pi-extension --json
     """
+    del project  # one file for every project
     if as_json:
         emit_json({"path": str(EXTENSION)})
     else:
@@ -51,7 +53,7 @@ def resolve_follow_up_command(
     it was resolved): it then comes again in a later sync, and a client that
     already shows it resolves it there without showing it twice.
 
-    Example: pi-workflows resolve-follow-up ti-5072b1b7... --token 1f9c... --json
+    Example: pi-workflows resolve-follow-up ti-5072b1b79e822a607deb5dedc63b5cb7 --token 1f9c --json
     """
     settings, paths = project_context(project)
     with open_store(settings, paths.store_file) as store:
