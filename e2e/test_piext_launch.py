@@ -65,8 +65,13 @@ def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
         during_turn["follow_up_request"] = request
         return ToolCalls(start("quick", task="second try"))
 
+    def after_preflight_error(request: Request) -> Reply:
+        during_turn["preflight_error"] = request.texts("tool")[-1]
+        return ToolCalls(start("quick", task=f"use {SECRET}"))
+
     script = steps(
-        ToolCalls(start("quick", task=f"use {SECRET}")),
+        ToolCalls(start("nope")),  # a preflight error: corrected in the same turn
+        after_preflight_error,
         change_source,
         correct,
         Text("Started it again."),
@@ -74,13 +79,16 @@ def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
     with ScriptedModel(script) as model, open_pi(pi_env_for(project, model, tmp_path / "pi")) as pi:
         try:
             assert pi.request({"type": "prompt", "message": "run quick"})["success"]
-            model.wait_for_requests(3, STEP_S)
+            model.wait_for_requests(4, STEP_S)
             # The second run starts and reaches its first step.
             wait_for(lambda: len(_ran(project)) == 1, STEP_S, what="the second run's step",
                      diag=pi.diagnose)
             wait_status(pi, lambda s: "completed" in s, what="the second run completed")
 
-            ends = _tool_ends(pi)
+            refused, *ends = _tool_ends(pi)
+            assert refused["isError"] and "no workflow named 'nope'" in \
+                during_turn["preflight_error"]
+            assert "quick" in during_turn["preflight_error"]  # it names the known ones
             assert len(ends) == 2, ends
             first, second = (e["result"]["details"] for e in ends)
             run1, run2 = first["runId"], second["runId"]
@@ -112,7 +120,7 @@ def test_seed_002_a_failed_launch_gets_one_follow_up_and_the_model_starts_again(
             assert _ran(project) == [run2]
             intents = query(project, "SELECT run_id, state FROM workflow_turn_intents")
             assert [(r["run_id"], r["state"]) for r in intents] == [(run1, "resolved")]
-            assert len(model.completions) == 4  # no extra turn after the second run
+            assert len(model.completions) == 5  # no extra turn after the second run
             model.check()
         finally:
             pi.close()
