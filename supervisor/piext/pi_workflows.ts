@@ -88,7 +88,11 @@ function cli(args: string[], cwd: string, timeoutMs = 60_000): Promise<CliResult
 				if (err) {
 					const raw = (err as { code?: unknown }).code;
 					code = typeof raw === "number" ? raw : 127;
-					if (code === 127 && !stderr) stderr = `pi-workflows: error: cannot run ${binary()} (${raw}); set PI_WORKFLOWS_BIN`;
+					if (code === 127 && !stderr) {
+					stderr = (err as { killed?: boolean }).killed
+						? `pi-workflows: error: ${args[0]} did not answer within ${timeoutMs / 1000} s`
+						: `pi-workflows: error: cannot run ${binary()} (${String(raw)}); set PI_WORKFLOWS_BIN`;
+				}
 				}
 				resolve({ code, stdout: String(stdout), stderr: String(stderr) });
 			},
@@ -211,11 +215,14 @@ export default function (pi: ExtensionAPI) {
 			do {
 				again = false;
 				if (closed || !idle(ctx)) return;
+				const status = await cli(session(["status"]), cwd);
+				if (status.code !== 0) return; // no store yet: this project never had a run
+				const run = (parse<{ run: RunInfo | null }>(status) ?? { run: null }).run;
 				const snapshot = parse<Snapshot>(await cli(session(["sync", "--hold-follow-ups"]), cwd));
 				if (snapshot && (await deliver(ctx, snapshot, catchUp))) return; // a model turn runs now
 				catchUp = false;
 				if (closed || !idle(ctx)) return;
-				await activate(ctx);
+				activate(ctx, run);
 			} while (again);
 		} finally {
 			settling = false;
@@ -263,9 +270,8 @@ export default function (pi: ExtensionAPI) {
 	}
 
 	/** Launch `activate` for the session's queued run: the session runner, tied to this Pi. */
-	async function activate(ctx: ExtensionContext): Promise<void> {
+	function activate(ctx: ExtensionContext, run: RunInfo | null): void {
 		if (activation) return;
-		const run = (parse<{ run: RunInfo | null }>(await cli(session(["status"]), cwd)) ?? { run: null }).run;
 		if (run && ACTIVE.has(run.queueState)) {
 			show(ctx, run);
 			following = run.runId;
