@@ -166,6 +166,7 @@ export default function (pi: ExtensionAPI) {
 	let idleTimer: ReturnType<typeof setTimeout> | undefined;
 	let nothingFor = ""; // a run `activate` had nothing to do for: not asked again
 	let following = ""; // the run the footer follows while it is active
+	let catchUpDue = false; // session_start: the next delivery is the catch-up
 
 	const session = (args: string[]) => [...args, "--session", sessionId, "--project", cwd, "--json"];
 	const idle = (ctx: ExtensionContext) => ctx.isIdle() && !ctx.hasPendingMessages();
@@ -188,7 +189,7 @@ export default function (pi: ExtensionAPI) {
 	// ---- the safe idle boundary -------------------------------------------------
 
 	/** Settle once the agent is idle with nothing queued; a later agent_end retries. */
-	function atIdle(catchUp = false): void {
+	function atIdle(): void {
 		if (idleTimer) clearTimeout(idleTimer);
 		let tries = 0;
 		const look = () => {
@@ -196,7 +197,7 @@ export default function (pi: ExtensionAPI) {
 			const ctx = ctxRef;
 			if (!ctx || closed) return;
 			if (idle(ctx)) {
-				void settle(ctx, catchUp);
+				void settle(ctx);
 			} else if (tries++ < IDLE_RETRIES) {
 				idleTimer = setTimeout(look, IDLE_RETRY_MS);
 			}
@@ -205,7 +206,7 @@ export default function (pi: ExtensionAPI) {
 	}
 
 	/** Deliver what the runner has for this session, then activate its queued run. Single flight. */
-	async function settle(ctx: ExtensionContext, catchUp: boolean): Promise<void> {
+	async function settle(ctx: ExtensionContext): Promise<void> {
 		if (settling) {
 			again = true;
 			return;
@@ -219,8 +220,9 @@ export default function (pi: ExtensionAPI) {
 				if (status.code !== 0) return; // no store yet: this project never had a run
 				const run = (parse<{ run: RunInfo | null }>(status) ?? { run: null }).run;
 				const snapshot = parse<Snapshot>(await cli(session(["sync", "--hold-follow-ups"]), cwd));
+				const catchUp = catchUpDue;
+				if (snapshot) catchUpDue = false;
 				if (snapshot && (await deliver(ctx, snapshot, catchUp))) return; // a model turn runs now
-				catchUp = false;
 				if (closed || !idle(ctx)) return;
 				activate(ctx, run);
 			} while (again);
@@ -496,7 +498,8 @@ export default function (pi: ExtensionAPI) {
 
 	pi.on("session_start", async (_event, ctx) => {
 		bind(ctx);
-		atIdle(true); // the catch-up, then activation, once no turn is active
+		catchUpDue = true;
+		atIdle(); // the catch-up, then activation, once no turn is active
 	});
 
 	pi.on("agent_end", async (_event, ctx) => {
