@@ -24,7 +24,6 @@ from .piext_kit import (
     pi_env_for,
     session_file,
     start,
-    statuses,
     steps,
     text_of,
     ui,
@@ -157,6 +156,10 @@ def test_a_checkpoint_answered_with_the_command_runs_on_and_the_model_is_told(
     with ScriptedModel(script) as model:
         pi = open_pi(pi_env_for(project, model, tmp_path / "pi"))
         try:
+            assert pi.request({"type": "prompt", "message": "/workflow"})["success"]
+            listing = wait_for(lambda: next((e["message"] for e in ui(pi, "notify")), None),
+                               STEP_S, what="the workflow list")
+            assert listing.startswith("Workflows:\nflow"), listing
             assert pi.request({"type": "prompt", "message": "run flow"})["success"]
             wait_for(lambda: any("waiting at checkpoint ask" in r for r in _reports(pi)), STEP_S,
                      what="the waiting report", diag=pi.diagnose)
@@ -169,7 +172,7 @@ def test_a_checkpoint_answered_with_the_command_runs_on_and_the_model_is_told(
             child = note.split("continuation ")[1].split(" ")[0]
             wait_for(lambda: any(f"run {child} (flow) completed" in r for r in _reports(pi)),
                      STEP_S, what="the continuation's result", diag=pi.diagnose)
-            assert any("completed" in s for s in statuses(pi))
+            wait_status(pi, lambda s: "completed" in s, what="the footer's final state")
             assert len(model.completions) == 2  # told quietly, no turn of its own
             assert pi.request({"type": "prompt", "message": "did it finish?"})["success"]
             model.wait_for_requests(3, STEP_S)

@@ -298,21 +298,35 @@ export default function (pi: ExtensionAPI) {
 	// ---- progress ---------------------------------------------------------------
 
 	let polling = false;
+	let pollAgain = false; // asked while a poll was in flight: that one read too early
+	let epoch = 0; // bumped by whatever changes what a poll should see (an answer, a resume)
 	async function poll(): Promise<void> {
-		if (pollTimer || polling || closed) return;
+		if (closed) return;
+		if (polling) {
+			pollAgain = true;
+			return;
+		}
+		if (pollTimer) return;
 		polling = true;
 		try {
 			await pollOnce();
 		} finally {
 			polling = false;
 		}
+		if (pollAgain) {
+			pollAgain = false;
+			if (pollTimer) clearTimeout(pollTimer);
+			pollTimer = undefined;
+			void poll();
+		}
 	}
 
 	async function pollOnce(): Promise<void> {
 		const ctx = ctxRef;
 		if (!ctx) return;
+		const asked = epoch;
 		const run = (parse<{ run: RunInfo | null }>(await cli(session(["status"]), cwd)) ?? { run: null }).run;
-		if (closed) return;
+		if (closed || asked !== epoch) return; // read before an answer or a resume: poll again
 		show(ctx, run);
 		if (activation || (run && ACTIVE.has(run.queueState))) {
 			if (run) following = run.runId;
@@ -392,6 +406,8 @@ export default function (pi: ExtensionAPI) {
 		const result = await cli(session(["answer", runId, "--input-json", JSON.stringify(text)]), cwd);
 		const out = parse<{ runId: string; workflow: string }>(result);
 		if (!out) throw new Error(reason(result));
+		following = out.runId; // its end is reported, however fast the host is
+		epoch++;
 		void poll();
 		const host = /no host is running/.test(result.stderr) ? " No host is running: start one with `pi-workflows host --background`." : "";
 		return `Answered ${runId}; continuation ${out.runId} (${out.workflow}) is queued for the host.${host}`;
@@ -478,6 +494,8 @@ export default function (pi: ExtensionAPI) {
 					const result = await cli(["resume", rest[0], "--project", cwd, "--json"], cwd);
 					if (result.code !== 0) throw new Error(reason(result));
 					say(`Run ${rest[0]} will be resumed by the host.`);
+					following = rest[0];
+					epoch++;
 					void poll();
 				} else if (verb === "chat" && rest[0]) {
 					say(`Continue that run's agent conversation in a terminal: pi-workflows chat ${rest[0]} --project ${cwd}`);
