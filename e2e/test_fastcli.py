@@ -210,6 +210,25 @@ def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> N
         out = _same(project, [*args, *where])
         assert out.returncode != 0, args
 
+    # `start` (the Pi extension's tool call): a reservation each way, then the errors.
+    out = twins(["start", "quick", "w", "--json", "--session", "sf"],
+                ["start", "quick", "w", "--json", "--session", "ss"])
+    assert out.returncode == 0 and json.loads(out.stdout)["queued"] is True
+    assert _run(project, ["start", "quick", "--json", "--session", "sp", *where], project.env,
+                probe=True).returncode == 0
+    for args in (["start", "quick", "--json", "--session", "sf"],  # busy
+                 ["start", "quick", "--json"],  # no session
+                 ["start", "nosuch", "--json", "--session", "s9"],
+                 ["start", "quick", "--json", "--session", "s9", "--input-json", "{bad"]):
+        out = _same(project, [*args, *where])
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, args
+    # `resolve-follow-up` with a token that holds nothing: the same refusal both ways.
+    for args in (["resolve-follow-up", "ti-none", "--token", "t", "--json"],
+                 ["resolve-follow-up", "ti-none", "--json"]):  # no token: left to typer
+        out = _same(project, [*args, *where])
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, args
+    assert _run(project, ["resolve-follow-up", "ti-none", "--token", "t", "--json", *where],
+                project.env, probe=True).returncode == 2
 
 HOST_PROBE = (
     "import sys\n"

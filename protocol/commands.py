@@ -13,4 +13,5 @@ COMMAND_WORDS: tuple[str, ...] = (
     "workflows", "validate", "start", "activate", "sync", "chat", "export",
     # Being added alongside (issue 11); the test allows them until they are registered.
     "logs", "fork", "gc", "doctor", "drill",
+    "pi-extension", "resolve-follow-up",
 )

@@ -14,6 +14,8 @@ transaction. Imports ``protocol`` and the session runner.
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..protocol.bundle import bundle_exists
@@ -23,6 +25,7 @@ from ..protocol.settings import Paths, Settings
 from ..protocol.states import CLAIMED, QueueState
 from ..protocol.store import Claim, QueueRow, Store
 from .oslayer import OsLayer
+from .runcmds import reserve
 from .runview import RunView
 from .session import Echo, SessionRunner, session_runner
 
@@ -37,13 +40,7 @@ def follow_up_text(workflow: str, run_id: str, reason: str) -> str:
 
 def start(store: Store, prepared: Prepared, session: str) -> QueueRow:
     """Commit the reservation; every preflight check has run by now (seed 002, Start)."""
-    busy = store.find_session_reservation(session)
-    if busy is not None:
-        raise ConflictError(
-            f"session {session} already has an active run ({busy.run_id}, {busy.state});"
-            " activate, finish or cancel it first", code="session_busy")
-    return store.reserve(prepared.run_id, prepared.source, prepared.input, session,
-                         parent_run_id=prepared.parent_run_id)
+    return reserve(store, prepared, session)
 
 
 @dataclass(frozen=True)
@@ -60,13 +57,21 @@ def _nothing(message: str) -> Activation:
 
 def activate(store: Store, settings: Settings, paths: Paths, session: str, *,
              echo: Echo | None = None, view: RunView | None = None,
-             os_layer: OsLayer | None = None) -> int:
+             os_layer: OsLayer | None = None,
+             lifeline: Callable[[Callable[[], None]], None] | None = None) -> int:
     """Start (or recover) this session's launch here and show it; the run's exit code.
 
-    With nothing to activate it says so and returns 0.
+    With nothing to activate it says so and returns 0. ``lifeline``, if
+    given, is handed a callback that parks the run as SIGTERM would (the
+    stop is recorded like a signal, so it works at any point, before the
+    worker starts too).
     """
     with session_runner(store, settings, paths, echo=echo, view=view,
                         os_layer=os_layer) as runner:
+        if lifeline is not None:
+            # One stop, not a second: a SIGTERM just before the parent exits already
+            # asked for the park, and a second stop would kill the worker instead.
+            lifeline(lambda: None if runner.stops else runner.stops.append(signal.SIGTERM))
         found = _claim(store, paths, session, runner)
         if isinstance(found, Activation):
             runner.echo(found.message)

@@ -137,6 +137,10 @@ from .cli_drill import register as _register_drill  # noqa: E402
 
 _register_drill(app)
 
+from .cli_piext import register as _register_piext  # noqa: E402
+
+_register_piext(app)
+
 
 if __name__ == "__main__":
     sys.exit(main())

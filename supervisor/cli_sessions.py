@@ -7,8 +7,12 @@ Owns parsing their arguments and printing their results; the protocol is in
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -33,10 +37,26 @@ from .cli_options import (
     project_context,
     session_id,
 )
+from .runcmds import start_json
 from .runview import terminal_view
 from .views import run_status
 
 FOLLOW_POLL_S = 0.2
+
+
+def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
+    """Call ``stop`` (from a daemon thread) once ``fd`` (standard input) reaches end of file.
+
+    The pipe's other end is the parent's (the Pi extension's): when the
+    parent exits, however it exits, the kernel closes it.
+    """
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 4096):
+                pass
+        stop()
+
+    threading.Thread(target=watch, name="stdin-lifeline", daemon=True).start()
 
 
 def _required(session: str | None, command: str) -> str:
@@ -71,14 +91,18 @@ def start_command(
     with open_store(settings, paths.store_file) as store:
         row = start(store, prepared, owner)
     if as_json:
-        emit_json({"action": "start", "workflow": row.workflow, "runId": row.run_id,
-                   "queued": True})
+        emit_json(start_json(row))
     else:
         typer.echo(f"Workflow {row.workflow} queued (run {row.run_id}).")
 
 
 def activate_command(
     session: SessionOpt = None,
+    park_on_eof: Annotated[bool, typer.Option(
+        "--park-on-eof",
+        help="Park the run (as SIGTERM does) once standard input reaches end of file: a"
+             " parent that holds the other end of the pipe takes the run with it when it"
+             " dies, even by kill -9.")] = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -95,7 +119,8 @@ def activate_command(
     owner = _required(session, "activate")
     with open_store(settings, paths.store_file) as store:
         with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
-            code = activate(store, settings, paths, owner, view=view)
+            code = activate(store, settings, paths, owner, view=view,
+                            lifeline=stdin_lifeline if park_on_eof else None)
         if as_json:
             mine = store.session_run(owner)
             emit_json({"session": owner,
@@ -107,6 +132,10 @@ def sync_command(
     session: SessionOpt = None,
     follow: Annotated[bool, typer.Option(
         "--follow", help="Keep showing what changes, until Ctrl-C.")] = False,
+    hold_follow_ups: Annotated[bool, typer.Option(
+        "--hold-follow-ups",
+        help="Lease follow-ups instead of resolving them; the client delivers each one,"
+             " then runs `resolve-follow-up INTENT --token TOKEN`.")] = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -127,7 +156,8 @@ def sync_command(
                 if not first and store.nothing_new(owner):
                     time.sleep(FOLLOW_POLL_S)  # an idle poll reads; it never writes
                     continue
-                snapshot = catchup.take(store, paths.runs_dir, owner)
+                snapshot = catchup.take(store, paths.runs_dir, owner,
+                                        hold_follow_ups=hold_follow_ups)
                 if as_json:
                     if first and not follow:
                         emit_json(snapshot.as_json())

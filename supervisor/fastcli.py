@@ -1,11 +1,12 @@
 """The ``pi-workflows`` entry point, with a fast path for the read-only JSON commands.
 
 Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
-``run NAME --detach --json``, ``answer RUN --json`` and ``cancel RUN --json``
-(what the Pi extension and scripts call, often once a turn), and a
-foreground ``host [--project P] [--concurrency N] [-- PI_ARGS]`` (a host
-restarted after a crash should reach its runs fast), are parsed here by
-hand and run without typer or pydantic, whose imports alone cost ten
+``run NAME --detach --json``, ``start NAME --json``, ``resolve-follow-up
+INTENT --json``, ``answer RUN --json`` and ``cancel RUN --json`` (what the
+Pi extension and scripts call, often once a turn), and a foreground ``host
+[--project P] [--concurrency N] [-- PI_ARGS]`` (a host restarted after a
+crash should reach its runs fast), are parsed here by hand and run without
+typer or pydantic, whose imports alone cost ten
 times a bare interpreter start. Everything else, and anything unusual in
 those commands (``--help``, an unknown or repeated option, ``--opt=value``,
 a value that looks like an option, ``--follow``, odd settings that
@@ -39,10 +40,13 @@ _SPECS: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
     "status": (0, 1, frozenset({"--json"}), frozenset({"--project", "--session"})),
     "list": (0, 0, frozenset({"--json"}),
              frozenset({"--project", "--state", "--workflow", "--since", "--limit"})),
-    "sync": (0, 0, frozenset({"--json"}), frozenset({"--project", "--session"})),
+    "sync": (0, 0, frozenset({"--json", "--hold-follow-ups"}),
+             frozenset({"--project", "--session"})),
     "run": (1, _MANY, frozenset({"--json", "--detach"}), _INPUT),
+    "start": (1, _MANY, frozenset({"--json"}), _INPUT),
     "answer": (1, _MANY, frozenset({"--json", "--force"}), _INPUT),
     "cancel": (1, 1, frozenset({"--json", "--no-wait"}), frozenset({"--project"})),
+    "resolve-follow-up": (1, 1, frozenset({"--json"}), frozenset({"--project", "--token"})),
 }
 
 
@@ -75,7 +79,8 @@ def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
             positional.append(token)
         i += 1
     if "--json" not in seen or len(positional) < least or (
-            command == "run" and "--detach" not in seen):
+            command == "run" and "--detach" not in seen) or (
+            command == "resolve-follow-up" and "--token" not in values):
         raise _Declined  # a missing argument is worded by click; a run here is watched live
     return command, positional, seen, values
 
@@ -131,7 +136,7 @@ def _list(values: dict[str, str]) -> int:
     return 0
 
 
-def _sync(values: dict[str, str]) -> int:
+def _sync(seen: set[str], values: dict[str, str]) -> int:
     from ..protocol.errors import UsageError
     from ..protocol.store import open_store
     from . import sync as catchup
@@ -143,7 +148,8 @@ def _sync(values: dict[str, str]) -> int:
                          " PI_WORKFLOWS_SESSION", code="session_required")
     with open_store(settings, paths.store_file) as store:
         try:
-            snapshot = catchup.take(store, paths.runs_dir, owner)
+            snapshot = catchup.take(store, paths.runs_dir, owner,
+                                    hold_follow_ups="--hold-follow-ups" in seen)
             _emit(snapshot.as_json())
             catchup.delivered(store, snapshot)
         except KeyboardInterrupt:
@@ -160,6 +166,22 @@ def _run(positional: list[str], values: dict[str, str]) -> int:
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
     prepared = runcmds.prepare(settings, paths, positional[0], raw)
     _emit(runcmds.detach_json(runcmds.detach(settings, paths, prepared, owner)))
+    return 0
+
+
+def _start(positional: list[str], values: dict[str, str]) -> int:
+    from ..protocol.errors import UsageError
+    from . import runcmds
+    from .runinput import parse_input
+
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    if owner is None:
+        raise UsageError("`start` acts for a session: give --session ID or set"
+                         " PI_WORKFLOWS_SESSION", code="session_required")
+    raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
+    prepared = runcmds.prepare(settings, paths, positional[0], raw)
+    _emit(runcmds.start_json(runcmds.start(settings, paths, prepared, owner)))
     return 0
 
 
@@ -229,6 +251,16 @@ def _host(rest: list[str]) -> int:
     return run_foreground(settings, paths, concurrency, pi_args)
 
 
+def _resolve(positional: list[str], values: dict[str, str]) -> int:
+    from ..protocol.store import open_store
+
+    settings, paths = _settings_and_paths(values)
+    with open_store(settings, paths.store_file) as store:
+        store.resolve_turn_intent(positional[0], values["--token"])
+    _emit({"intentId": positional[0], "resolved": True})
+    return 0
+
+
 def fast(args: list[str]) -> int | None:
     """The exit code of a command the fast path ran; None when it declines."""
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
@@ -251,11 +283,15 @@ def fast(args: list[str]) -> int | None:
         if command == "list":
             return _list(values)
         if command == "sync":
-            return _sync(values)
+            return _sync(seen, values)
         if command == "run":
             return _run(positional, values)
+        if command == "start":
+            return _start(positional, values)
         if command == "answer":
             return _answer(positional, seen, values)
+        if command == "resolve-follow-up":
+            return _resolve(positional, values)
         return _cancel(positional, seen, values)
     except _Declined:
         return None  # declined before anything was read or written

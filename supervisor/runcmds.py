@@ -43,6 +43,27 @@ def prepare(settings: Any, paths: Paths, name: str, raw: Any) -> Prepared:
     return prepare_run(resolve_for(settings, paths.project, name), name, raw)
 
 
+def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
+    """``start``: commit the session's reservation; every preflight check has run by now
+    (seed 002, Start)."""
+    busy = store.find_session_reservation(session)
+    if busy is not None:
+        raise ConflictError(
+            f"session {session} already has an active run ({busy.run_id}, {busy.state});"
+            " activate, finish or cancel it first", code="session_busy")
+    return store.reserve(prepared.run_id, prepared.source, prepared.input, session,
+                         parent_run_id=prepared.parent_run_id)
+
+
+def start(settings: Any, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
+    with open_store(settings, paths.store_file) as store:
+        return reserve(store, prepared, session)
+
+
+def start_json(row: QueueRow) -> dict[str, Any]:
+    return {"action": "start", "workflow": row.workflow, "runId": row.run_id, "queued": True}
+
+
 def detach(settings: Any, paths: Paths, prepared: Prepared, owner: str | None) -> QueueRow:
     """Queue a prepared run for the host."""
     with open_store(settings, paths.store_file) as store:

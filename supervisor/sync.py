@@ -37,6 +37,7 @@ class Snapshot:
     follow_ups: list[TurnIntent] = field(default_factory=list)
     notification_token: str | None = None
     intent_token: str | None = None
+    held_token: str | None = None  # follow-ups leased, not resolved (``hold_follow_ups``)
 
     @property
     def empty(self) -> bool:
@@ -50,8 +51,12 @@ class Snapshot:
             "notifications": [{"id": n.id, "runId": n.run_id, "nodeId": n.node_id,
                                "kind": n.kind, **n.payload} for n in self.notifications],
             "followUps": [{"intentId": t.intent_id, "runId": t.run_id, "cause": t.cause,
-                           "message": _follow_up(t), **t.payload} for t in self.follow_ups],
+                           "message": _follow_up(t), **t.payload, **self._held()}
+                          for t in self.follow_ups],
         }
+
+    def _held(self) -> dict[str, Any]:
+        return {} if self.held_token is None else {"token": self.held_token}
 
 
 def host_running(store: Store) -> bool:
@@ -82,6 +87,8 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[s
     else:
         kind = str(row.state)
     info["change"] = kind
+    # The session started it or was told about it (a client reports those as its own).
+    info["mine"] = session in (row.origin_session, row.notify_session)
     if kind == "completed":
         info["finalOutput"], info["finalOutputTruncated"] = _bounded(info.get("finalOutput"))
     else:
@@ -93,8 +100,16 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[s
     return info
 
 
-def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = None) -> Snapshot:
-    """Compute the snapshot and move the watermark; nothing is shown yet."""
+def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = None,
+         hold_follow_ups: bool = False) -> Snapshot:
+    """Compute the snapshot and move the watermark; nothing is shown yet.
+
+    With ``hold_follow_ups`` the follow-ups are only leased (for
+    ``lease_ms``, or the store's lease): the client delivers each one and
+    then resolves it with its token (``resolve-follow-up``), having checked
+    its own transcript for the intent id first. A client that dies in
+    between loses nothing; the follow-up comes again once the lease ends.
+    """
     catch_up = store.begin_catch_up(session)
     hosted = host_running(store)
     runs = [_change(row, runs_dir, hosted, session) for row in catch_up.rows]
@@ -102,6 +117,9 @@ def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = N
                                                   limit=MAX_DELIVERED)
     intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms,
                                                      limit=MAX_DELIVERED)
+    if hold_follow_ups:
+        return Snapshot(session, catch_up, runs, notes, intents, note_token, None,
+                        intent_token if intents else None)
     # A follow-up asks for a new model turn: a second one would be a second
     # turn, so it is resolved *before* it is shown (at most once). A crash in
     # between loses no information: the failed run is in this snapshot, and a

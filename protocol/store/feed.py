@@ -186,6 +186,12 @@ class FeedOps(StoreBase):
                               " claim_expires_at = NULL WHERE intent_id = ? AND state = 'pending'"
                               " AND claim_token = ?", (intent_id, token)) == 1
 
+    def list_turn_intents(self) -> list[TurnIntent]:
+        """Every turn intent, oldest first (for drills and diagnostics)."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT * FROM workflow_turn_intents ORDER BY created_at, intent_id")
+        return [TurnIntent.from_row(r) for r in rows]
+
     def get_turn_intent(self, intent_id: str) -> TurnIntent | None:
         with self._db.transaction(write=False) as tx:
             row = tx.one("SELECT * FROM workflow_turn_intents WHERE intent_id = ?", (intent_id,))

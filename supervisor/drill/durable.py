@@ -111,19 +111,6 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
     return facts
 
 
-def _intents(store_file: Path) -> list[dict[str, Any]]:
-    """Every turn intent, read-only (the store has no listing of them)."""
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{store_file}?mode=ro", uri=True, timeout=10)
-    try:
-        rows = conn.execute("SELECT intent_id, session_id, run_id, state"
-                            " FROM workflow_turn_intents ORDER BY intent_id").fetchall()
-    finally:
-        conn.close()
-    return [{"intentId": i, "sessionId": s, "runId": r, "state": st} for i, s, r, st in rows]
-
-
 def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             only: set[str] | None = None, processes: bool = False) -> Durable:
     """Read the durable state of the runs in ``only`` (default: every run)."""
@@ -155,7 +142,9 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
             {str(d.get("session")) for d in durable.deliveries}
         for session in sorted(s for s in sessions if s):
             durable.watermarks[session] = store.watermark(session)
-    durable.intents = _intents(paths.store_file)
+        durable.intents = [{"intentId": t.intent_id, "sessionId": t.session_id,
+                            "runId": t.run_id, "state": t.state}
+                           for t in store.list_turn_intents()]
     durable.ledger = _lines(ledger)
     durable.loose = loose_modes(paths.state_dir)
     if processes:

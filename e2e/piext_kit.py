@@ -1,0 +1,147 @@
+"""What the Pi extension drills share: a real Pi in RPC mode with the pi-workflows
+extension loaded, pointed at a scripted model and at a test project.
+
+``open_pi`` starts ``pi --mode rpc -e <extension>`` isolated and offline
+(``e2e.pi_env``), with the project's ``PI_WORKFLOWS_*`` settings and
+``PI_WORKFLOWS_BIN`` set to this checkout's ``pi-workflows``, in the project
+directory, with a persisted session (so it can be reopened). The helpers read
+what the extension did from Pi's own stdout: ``extension_ui_request`` events
+(footer status, widget, notifications) and the custom messages in
+``get_messages``. ``activations`` finds the extension's ``activate`` children
+by their environment, for clean-up and for the kill -9 drill. Imports
+``e2e.harness``, ``e2e.pi_env`` and ``e2e.scripted_model``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .harness import Project, wait_for
+from .pi_env import PiEnv, PiRpc, make_pi_env
+from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call
+
+BIN = Path(sys.executable).with_name("pi-workflows")
+STEP_S = 45.0  # a deadline for one step of a drill; other suites share the two cores
+
+
+def extension_path() -> Path:
+    out = subprocess.run([str(BIN), "pi-extension", "--json"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    return Path(json.loads(out.stdout)["path"])
+
+
+def pi_env_for(project: Project, model: ScriptedModel, root: Path) -> PiEnv:
+    env = make_pi_env(root, model.base_url, model_id=model.model_id)
+    env.env.update({k: v for k, v in project.env.items() if k.startswith("PI_WORKFLOWS_")})
+    env.env["PI_WORKFLOWS_BIN"] = str(BIN)
+    env.env["PATH"] = f"{BIN.parent}{os.pathsep}{env.env.get('PATH', '')}"
+    return PiEnv(env.root, env.agent_dir, env.tmp_dir, project.root, env.env, env.provider,
+                 env.model_id)
+
+
+def open_pi(pi_env: PiEnv, *extra: str) -> PiRpc:
+    pi = PiRpc(pi_env, "-e", str(extension_path()), "--session-dir",
+               str(pi_env.agent_dir / "sessions"), *extra, session=True)
+    pi.wait_ready(STEP_S)
+    return pi
+
+
+def steps(*script: Reply | Callable[[Request], Reply]) -> Callable[[Request], Reply | None]:
+    """A function script: step i answers completion request i (a reply, or a function of
+    the request that returns one, run when the request arrives)."""
+    count = [0]
+    lock = threading.Lock()
+
+    def answer(request: Request) -> Reply | None:
+        with lock:
+            i = count[0]
+            count[0] += 1
+        if i >= len(script):
+            return None
+        step = script[i]
+        return step(request) if callable(step) else step
+
+    return answer
+
+
+def start(workflow: str, **fields: Any) -> ToolCall:
+    return call("workflow", {"action": "start", "workflow": workflow, **fields})
+
+
+def ui(pi: PiRpc, method: str) -> list[dict[str, Any]]:
+    return [e for e in pi.events
+            if e.get("type") == "extension_ui_request" and e.get("method") == method]
+
+
+def statuses(pi: PiRpc) -> list[str]:
+    return [str(e.get("statusText")) for e in ui(pi, "setStatus") if e.get("statusText")]
+
+
+def wait_status(pi: PiRpc, predicate: Callable[[str], bool], timeout: float = STEP_S,
+                what: str = "a footer status") -> str:
+    found: str = wait_for(lambda: next((s for s in statuses(pi) if predicate(s)), None),
+                          timeout, what=what)
+    return found
+
+
+def messages(pi: PiRpc) -> list[dict[str, Any]]:
+    response = pi.request({"type": "get_messages"}, STEP_S)
+    assert response.get("success"), response
+    return list(response["data"]["messages"])
+
+
+def custom(pi: PiRpc) -> list[dict[str, Any]]:
+    """The extension's messages in the conversation, in order."""
+    return [m for m in messages(pi)
+            if m.get("role") == "custom" and m.get("customType") == "pi-workflows"]
+
+
+def follow_ups(pi: PiRpc) -> list[dict[str, Any]]:
+    return [m for m in custom(pi) if (m.get("details") or {}).get("intentId")]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(str(p.get("text", "")) for p in content or [] if isinstance(p, dict))
+
+
+def session_id(pi: PiRpc) -> str:
+    response = pi.request({"type": "get_state"}, STEP_S)
+    return str(response["data"]["sessionId"])
+
+
+def session_file(pi: PiRpc) -> str:
+    response = pi.request({"type": "get_state"}, STEP_S)
+    return str(response["data"]["sessionFile"])
+
+
+def activations(project: Project) -> list[psutil.Process]:
+    """The live ``pi-workflows activate`` processes of this project's home."""
+    home = project.env["PI_WORKFLOWS_HOME"]
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "activate" in proc.cmdline() and proc.environ().get(
+                    "PI_WORKFLOWS_HOME") == home:
+                found.append(proc)
+    return found
+
+
+def kill_activations(project: Project) -> None:
+    for proc in activations(project):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
