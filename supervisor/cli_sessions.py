@@ -19,7 +19,6 @@ from typing import Annotated
 import typer
 
 from ..protocol.discovery import resolve_for
-from ..protocol.errors import UsageError
 from ..protocol.launch import prepare_run
 from ..protocol.store import open_store
 from . import sync as catchup
@@ -37,6 +36,7 @@ from .cli_options import (
     project_context,
     session_id,
 )
+from .exits import session_required
 from .runcmds import start_json
 from .runview import terminal_view
 from .views import run_status
@@ -62,8 +62,7 @@ def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
 def _required(session: str | None, command: str) -> str:
     checked = session_id(session)
     if checked is None:
-        raise UsageError(f"`{command}` acts for a session: give --session ID or set"
-                         " PI_WORKFLOWS_SESSION", code="session_required")
+        raise session_required(command)
     return checked
 
 

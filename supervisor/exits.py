@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from ..protocol.errors import ExitCode, PiWorkflowsError
+from ..protocol.errors import ExitCode, PiWorkflowsError, UsageError
 
 INTERRUPTED = 130
 
@@ -40,3 +40,9 @@ def exit_for(exc: BaseException, *, debug: bool) -> int:
     # A bug: still one line unless --debug.
     return fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
                 ExitCode.INTERNAL)
+
+
+def session_required(command: str) -> UsageError:
+    """The error of a session command given no session (both command lines raise it)."""
+    return UsageError(f"`{command}` acts for a session: give --session ID or set"
+                      " PI_WORKFLOWS_SESSION", code="session_required")

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .exits import exit_for
+from .exits import exit_for, session_required
 
 NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
 SESSION_ENV = "PI_WORKFLOWS_SESSION"
@@ -137,15 +137,13 @@ def _list(values: dict[str, str]) -> int:
 
 
 def _sync(seen: set[str], values: dict[str, str]) -> int:
-    from ..protocol.errors import UsageError
     from ..protocol.store import open_store
     from . import sync as catchup
 
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
     if owner is None:
-        raise UsageError("`sync` acts for a session: give --session ID or set"
-                         " PI_WORKFLOWS_SESSION", code="session_required")
+        raise session_required("sync")
     with open_store(settings, paths.store_file) as store:
         try:
             snapshot = catchup.take(store, paths.runs_dir, owner,
@@ -170,15 +168,13 @@ def _run(positional: list[str], values: dict[str, str]) -> int:
 
 
 def _start(positional: list[str], values: dict[str, str]) -> int:
-    from ..protocol.errors import UsageError
     from . import runcmds
     from .runinput import parse_input
 
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
     if owner is None:
-        raise UsageError("`start` acts for a session: give --session ID or set"
-                         " PI_WORKFLOWS_SESSION", code="session_required")
+        raise session_required("start")
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
     prepared = runcmds.prepare(settings, paths, positional[0], raw)
     _emit(runcmds.start_json(runcmds.start(settings, paths, prepared, owner)))
