@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,6 +22,7 @@ from .fence import CancelPending, ClaimVerifier, RunLock, bundle_lock, fenced
 from .jsonenc import compact_json, complete_lines
 from .limits import validate_run_id
 from .paths import ensure_private_dir
+from .record import record
 from .runstate import RunState
 from .statelog import COMPACT_FROM_BYTES, LOG_NAME, delta_line, fold, fold_prefix
 from .states import SETTLED_STATUSES
@@ -53,7 +53,7 @@ class BundleExists(BundleCorrupt):
     code = "bundle_exists"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TraceScan:
     """The longest valid prefix of a trace: lines with seq 1..n, each complete JSON."""
 
@@ -162,7 +162,7 @@ class Bundle:
         return {**data, "processes": [e for e in entries if isinstance(e, dict)]}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RepairReport:
     kept_seq: int
     dropped_lines: int

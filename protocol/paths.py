@@ -13,14 +13,14 @@ import errno
 import hashlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
+from .record import record
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Paths:
     """Where one project's durable state lives."""
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..protocol.liveness import is_same_process
+from ..protocol.record import record
 from ..protocol.states import QueueState, RunStatus
 from ..protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
 from .views import run_status
@@ -28,13 +28,13 @@ MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
 MAX_DELIVERED = 500  # notifications (and follow-ups) one sync delivers; the rest come next
 
 
-@dataclass
+@record
 class Snapshot:
     session: str
     catch_up: CatchUp
     runs: list[dict[str, Any]]
-    notifications: list[Notification] = field(default_factory=list)
-    follow_ups: list[TurnIntent] = field(default_factory=list)
+    notifications: list[Notification]
+    follow_ups: list[TurnIntent]
     notification_token: str | None = None
     intent_token: str | None = None
     held_token: str | None = None  # follow-ups leased, not resolved (``hold_follow_ups``)

@@ -14,9 +14,8 @@ watermark itself never moves backwards. Does not import sqlite3.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..limits import validate_session_id
+from ..record import record
 from ..states import QueueState, sql_list
 from .base import StoreBase
 from .records import QueueRow
@@ -34,7 +33,7 @@ _WAITING = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CatchUp:
     session_id: str
     since: int  # the feed sequence number the snapshot starts after

@@ -6,13 +6,13 @@ Imports nothing from the package but ``protocol.states``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
+from ..record import record
 from ..states import QueueState
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunSource:
     """What a run is launched from: pinned at enqueue time."""
 
@@ -22,7 +22,7 @@ class RunSource:
     definition_digest: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class QueueRow:
     run_id: str
     workflow: str
@@ -79,7 +79,7 @@ class QueueRow:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Claim:
     """Proof of ownership of one run, returned by every claiming operation."""
 
@@ -91,13 +91,13 @@ class Claim:
     previous_state: QueueState
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Renewal:
     lease_expires_at: int
     cancel_requested: bool
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunEvent:
     seq: int
     run_id: str
@@ -110,7 +110,7 @@ class RunEvent:
         return cls(row["seq"], row["run_id"], row["type"], row["at"], json.loads(row["payload"]))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunnerRow:
     runner_id: str
     kind: str
@@ -121,7 +121,7 @@ class RunnerRow:
     heartbeat_at: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Notification:
     id: int
     session_id: str
@@ -143,7 +143,7 @@ class Notification:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TurnIntent:
     intent_id: str
     session_id: str
@@ -165,7 +165,7 @@ class TurnIntent:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Effect:
     run_id: str
     node_id: str

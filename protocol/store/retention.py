@@ -11,9 +11,9 @@ the caller's (``supervisor.gc``). Does not import sqlite3.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ..limits import validate_run_id
+from ..record import record
 from ..states import TERMINAL, QueueState
 from .base import StoreBase
 from .catchup import _WAITING
@@ -30,7 +30,7 @@ _OWED_SQL = ("SELECT run_id, session_id FROM workflow_notifications WHERE delive
              " WHERE state = 'pending'")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ChainMember:
     run_id: str
     workflow: str
@@ -43,7 +43,7 @@ class ChainMember:
     cancel_requested: bool = False  # on a done row: its wait was closed by `cancel`
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hold:
     """Why a chain stays: a stable ``code`` and a line for a person."""
 
@@ -51,7 +51,7 @@ class Hold:
     detail: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Chain:
     """Runs linked by parent/child edges, oldest first; removed together or not at all."""
 
