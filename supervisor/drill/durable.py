@@ -102,10 +102,14 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
                          for e in store.list_effects(run_id)]
     bundle = Bundle(runs_dir, run_id)
     if bundle.dir.is_dir():
-        with contextlib.suppress(OSError):
-            facts.trace = bundle.trace_path.read_bytes()
+        # The projection first, then the trace: a writer appends its trace line
+        # before the projection's, so a trace read after the projection holds
+        # every line the projection counts. Read the other way round, a run
+        # that goes on meanwhile looks as if it had lost a trace line.
         with contextlib.suppress(Exception):  # unreadable: the checker says so
             facts.state = dict(bundle.raw_state())
+        with contextlib.suppress(OSError):
+            facts.trace = bundle.trace_path.read_bytes()
         if facts.trace is None:
             facts.trace = b""
     return facts

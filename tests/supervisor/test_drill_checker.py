@@ -357,3 +357,35 @@ def test_the_ledger_is_judged_against_the_store_it_was_read_around() -> None:
     assert kinds(check(durable, final=False)) == ["effect_applied_twice"]
     durable.ledger_before, durable.ledger = [f"{RUN} fx 0"], []
     assert kinds(check(durable, final=False)) == ["effect_missing"]
+
+
+@pytest.mark.timeout(30)
+def test_a_run_that_writes_while_it_is_read_does_not_look_as_if_it_lost_a_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer appends (trace line, then projection) between collect's two reads."""
+    paths = paths_under(tmp_path)
+    paths.state_dir.mkdir(mode=0o700)
+    source = RunSource("chain", str(tmp_path / "chain.workflow.py"), "ab" * 32,
+                       "sha256:" + "0" * 64)
+    with Store(paths.store_file) as store:
+        store.enqueue_detached(RUN, source, {})
+        claim = store.claim_by_id(RUN, "runner-1")
+        store.mark_running(RUN, claim.token)
+    events = good_events()[:4]
+    bundle = write_bundle(paths, RUN, events, "running")
+    nxt = good_events()[4]
+    real_read = Path.read_bytes
+
+    def one_more_step(self: Path) -> bytes:
+        data = real_read(self)
+        if self.name in ("trace.ndjson", "state.json") and not (bundle / "done").exists():
+            (bundle / "done").write_text("")  # the writer's step, in its order
+            with open(bundle / "trace.ndjson", "ab") as fh:
+                fh.write(trace([nxt]))
+            (bundle / "state.json").write_text(json.dumps({"traceSeq": 5, "status": "running"}))
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", one_more_step)
+    durable = collect(paths, [RUN], tmp_path, tmp_path / "ledger.txt")
+    monkeypatch.undo()
+    assert not [v for v in check(durable, final=False) if v.kind == "trace_seq_behind"]
