@@ -296,7 +296,8 @@ def write_bundle(paths: Paths, run_id: str, events: list[dict[str, Any]],
     return bundle
 
 
-def test_collect_reads_bad_state_from_a_real_store_bundles_and_ledger(tmp_path: Path) -> None:
+def running_run(tmp_path: Path) -> tuple[Paths, str]:
+    """A store under ``tmp_path`` with RUN claimed and running; (paths, its token)."""
     paths = paths_under(tmp_path)
     paths.state_dir.mkdir(mode=0o700)
     source = RunSource("chain", str(tmp_path / "chain.workflow.py"), "ab" * 32,
@@ -305,8 +306,14 @@ def test_collect_reads_bad_state_from_a_real_store_bundles_and_ledger(tmp_path: 
         store.enqueue_detached(RUN, source, {})
         claim = store.claim_by_id(RUN, "runner-1")
         store.mark_running(RUN, claim.token)
-        store.begin_effect(RUN, "fx", "step-2", "f" * 64, "fx-2-bbbbbb", token=claim.token)
-        store.apply_effect(RUN, "fx", "step-2", {"ok": True}, token=claim.token)
+    return paths, claim.token
+
+
+def test_collect_reads_bad_state_from_a_real_store_bundles_and_ledger(tmp_path: Path) -> None:
+    paths, token = running_run(tmp_path)
+    with Store(paths.store_file) as store:
+        store.begin_effect(RUN, "fx", "step-2", "f" * 64, "fx-2-bbbbbb", token=token)
+        store.apply_effect(RUN, "fx", "step-2", {"ok": True}, token=token)
         store.advance_watermark("d0", 2)
     events = good_events()
     events[8]["seq"] = 8  # a duplicate seq
@@ -363,14 +370,7 @@ def test_the_ledger_is_judged_against_the_store_it_was_read_around() -> None:
 def test_a_run_that_writes_while_it_is_read_does_not_look_as_if_it_lost_a_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A writer appends (trace line, then projection) between collect's two reads."""
-    paths = paths_under(tmp_path)
-    paths.state_dir.mkdir(mode=0o700)
-    source = RunSource("chain", str(tmp_path / "chain.workflow.py"), "ab" * 32,
-                       "sha256:" + "0" * 64)
-    with Store(paths.store_file) as store:
-        store.enqueue_detached(RUN, source, {})
-        claim = store.claim_by_id(RUN, "runner-1")
-        store.mark_running(RUN, claim.token)
+    paths, _ = running_run(tmp_path)
     events = good_events()[:4]
     bundle = write_bundle(paths, RUN, events, "running")
     nxt = good_events()[4]
