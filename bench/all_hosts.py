@@ -39,7 +39,9 @@ def boot(ctx: Ctx, rnd: int) -> Figures:
     bare = p50(r["reference"]["python -c pass"])
     zygote = r["zygote_mem"] or (None, None)
     return {
-        "worker start-up, forked by the zygote (hot path) p50": (p50(r["forked_ms"]), "ms"),
+        "worker start-up, the zygote's spare (hot path) p50": (p50(r["forked_ms"]), "ms"),
+        "worker start-up, forked on request (spare off) p50":
+            (p50(r["forked_on_request_ms"]), "ms"),
         "worker start-up, cold spawn p50": (p50(r["cold_ms"]), "ms"),
         "cold spawn over `python -c pass`": (ratio(p50(r["cold_ms"]), bare), "x"),
         "zygote boot (spawn -> booted)": (r["zygote_boot_ms"], "ms"),
@@ -68,9 +70,15 @@ def latency(ctx: Ctx, rnd: int) -> Figures:
                              NODES, ctx.timeout)
     first = span(r["timelines"], "enqueued", "node_started")
     hot = span(r["timelines"], "claimed", "ready")
+    off = host_latency.latency(ctx.where("latency-nospare", rnd), ctx.home, "node",
+                               ctx.size(30, 4), NODES, ctx.timeout, spare=False)
+    first_off = span(off["timelines"], "enqueued", "node_started")
     return {"queued -> first node_started p50 (host idle)": (p50(first), "ms"),
             "queued -> first node_started p99 (host idle)": (p99(first), "ms"),
-            "claimed -> worker ready (fork on the hot path) p50": (p50(hot), "ms")}
+            "claimed -> worker ready (spare handed over) p50": (p50(hot), "ms"),
+            "queued -> first node_started p50, spare off": (p50(first_off), "ms"),
+            "claimed -> worker ready (forked on request) p50, spare off":
+                (p50(span(off["timelines"], "claimed", "ready")), "ms")}
 
 
 def recovery(ctx: Ctx, rnd: int) -> Figures:

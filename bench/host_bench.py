@@ -111,6 +111,10 @@ def main(argv: list[str]) -> int:
                   " a time, fsync=node (nearest-rank percentiles)")
             print_latency(latency(base, home, "node", args.latency_runs, args.nodes,
                                   args.timeout), args.nodes, boot)
+            print("\n[3b] the same with the zygote's spare off (PI_WORKFLOWS_ZYGOTE_SPARE=false):"
+                  " each worker forked on request")
+            print_latency(latency(base, home, "node", args.latency_runs, args.nodes,
+                                  args.timeout, spare=False), args.nodes, [])
         if "recovery" not in args.skip:
             print(f"\n[4] recovery: {args.recovery_runs} runs blocked in a node, host at"
                   f" concurrency {args.recovery_runs}, kill -9 of the host, fsync=node")

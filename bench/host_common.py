@@ -150,6 +150,17 @@ def children(pid: int, *, recursive: bool = False) -> list[psutil.Process]:
         return []
 
 
+def has_spare(zygote: psutil.Process) -> bool:
+    """The zygote has forked its spare (the next run's worker, booted ahead)."""
+    for child in children(zygote.pid):
+        try:
+            if " ".join(child.cmdline()).strip().endswith(" spare"):
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 def is_zygote(proc: psutil.Process) -> bool:
     """The host's zygote has booted (imports done): its title says so."""
     try:

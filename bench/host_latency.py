@@ -1,7 +1,8 @@
 """Host bench phase 3: latency queued -> first ``node_started`` with the host idle.
 
 Owns enqueueing one run at a time into an idle host (nothing queued, no
-run worker, its zygote booted), waiting for each to settle, and printing
+run worker, its zygote booted and, unless ``spare=False``, its spare
+forked), waiting for each to settle, and printing
 the split: wake + claim (store events), claim -> worker ready (the
 hand-off and the worker start-up left on the hot path, to
 ``processes.json``), bundle creation and engine start (trace). Imports
@@ -24,6 +25,7 @@ from .host_common import (
     Timeline,
     bench_project,
     children,
+    has_spare,
     host_running,
     is_zygote,
     span,
@@ -32,10 +34,10 @@ from .host_common import (
 )
 
 
-def _idle_with_zygote(host: HostProcess) -> bool:
-    """Only one child, the booted zygote (its title says so)."""
+def _idle_with_zygote(host: HostProcess, spare: bool) -> bool:
+    """Only one child, the booted zygote (its title says so), and its spare if on."""
     kids = children(host.pid)
-    return len(kids) == 1 and is_zygote(kids[0])
+    return len(kids) == 1 and is_zygote(kids[0]) and (not spare or has_spare(kids[0]))
 
 
 def _settled(store: Store, run_id: str) -> bool:
@@ -44,15 +46,17 @@ def _settled(store: Store, run_id: str) -> bool:
 
 
 def latency(base: Path, home: Path, fsync: str, samples: int, nodes: int,
-            timeout: float) -> dict[str, Any]:
-    project = bench_project(base, f"lat-{fsync}", home, fsync)
+            timeout: float, *, spare: bool = True) -> dict[str, Any]:
+    project = bench_project(base, f"lat-{fsync}" + ("" if spare else "-nospare"), home, fsync)
+    if not spare:
+        project.env["PI_WORKFLOWS_ZYGOTE_SPARE"] = "false"
     project.write_workflow("chain", CHAIN.format(nodes=nodes))
     result: dict[str, Any] = {"samples": samples, "no_zygote_seen": 0, "unfinished": 0}
     with project.store() as store, host_running(project, 2, "host.log") as host:
         ids: list[str] = []
         for _ in range(samples):
             # The host is idle: nothing queued, no run worker alive, its zygote booted.
-            if not poll(lambda: _idle_with_zygote(host), 10, 0.01):
+            if not poll(lambda: _idle_with_zygote(host, spare), 10, 0.01):
                 result["no_zygote_seen"] += 1
             run_id = project.enqueue(store, "chain")[0]
             ids.append(run_id)
@@ -70,10 +74,12 @@ def print_latency(r: dict[str, Any], nodes: int, boot: list[float]) -> None:
     print(f"    enqueue -> claimed (wake+claim) {summary(span(tl, 'enqueued', 'claimed'))}")
     hot = span(tl, "claimed", "ready")
     print(f"    claimed -> worker ready         {summary(hot)}"
-          "   <- fork + worker start-up on the hot path (target p50 <= 10 ms)")
+          "   <- hand-over (spare) or fork + worker start-up on the hot path"
+          " (target p50 <= 10 ms)")
     print(f"    worker ready -> run_started     {summary(span(tl, 'ready', 'run_started'))}")
     print(f"    run_started -> node_started     {summary(span(tl, 'run_started', 'node_started'))}")
-    print(f"  {r['no_zygote_seen']} of {len(tl)} runs enqueued before a booted zygote was seen")
+    print(f"  {r['no_zygote_seen']} of {len(tl)} runs enqueued before a booted zygote"
+          " (and its spare, if on) was seen")
     if total and hot:
         share = statistics.median(hot) / statistics.median(total)
         print(f"  fork + worker start-up on the hot path is {share:.0%} of the median"

@@ -5,6 +5,9 @@ marker in ``/proc/PID/environ``, has its own random state, and is the
 zygote's child (never the host's); a ``kill -9`` of the zygote leaves runs
 in flight alone and the host forks again from a new one, spawning cold
 workers meanwhile; with the zygote off every worker is the host's child.
+The zygote's spare (one worker forked ahead) serves the next run, is
+replaced after it does or dies, never outlives its host, and is off with
+``PI_WORKFLOWS_ZYGOTE_SPARE=false``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,23 @@ def _zygote(host_pid: int, key: str) -> psutil.Process | None:
         except psutil.Error:
             continue
     return None
+
+
+def _spare(zygote: psutil.Process, key: str) -> psutil.Process | None:
+    for child in zygote.children():
+        try:
+            if _title(child) == f"pi-workflows worker {key} spare":
+                return child
+        except psutil.Error:
+            continue
+    return None
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 def _worker_pids(project: Project, runs: list[str]) -> dict[str, int]:
@@ -130,3 +150,81 @@ def test_with_the_zygote_off_workers_are_cold_children_of_the_host(project: Proj
     assert _raw_marker(pid) == f"{project_key(project.root)}/{host.runner_id}/{run_id}"
     project.release()
     wait_for(lambda: project.row(run_id).state == "done", what="run done")
+
+
+@pytest.mark.timeout(90)
+def test_the_spare_is_booted_ahead_and_becomes_the_next_worker(project: Project) -> None:
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host("--concurrency", "2")
+    key = project_key(project.root)
+    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    first = wait_for(lambda: _spare(zygote, key), what="a spare beside the zygote")
+    assert os.getpgid(first.pid) == first.pid and os.getsid(first.pid) == first.pid
+    assert _raw_marker(first.pid) == f"{key}/{host.runner_id}/zygote"  # no run yet
+    run_id = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="the run holding")
+    # The spare became the run's worker, with the run's marker and title ...
+    assert _worker_pids(project, [run_id])[run_id] == first.pid
+    assert _raw_marker(first.pid) == f"{key}/{host.runner_id}/{run_id}"
+    assert _title(first) == f"pi-workflows worker {key} {run_id} node=hold"
+    # ... and another was forked for the run after it.
+    second = wait_for(lambda: (s := _spare(zygote, key)) and s.pid != first.pid and s,
+                      what="a new spare")
+    project.release()
+    wait_for(lambda: project.row(run_id).state == "done", what="run done")
+    # A graceful stop takes the spare with it: it has no run to park.
+    _, code = project.stop_host(host)
+    assert code == 0
+    assert _gone(second.pid) and _gone(zygote.pid)
+
+
+@pytest.mark.timeout(90)
+def test_a_spare_dies_with_its_host(project: Project) -> None:
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host()
+    key = project_key(project.root)
+    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    spare = wait_for(lambda: _spare(zygote, key), what="a spare")
+    os.kill(host.pid, signal.SIGKILL)
+    wait_for(lambda: _gone(spare.pid), 10, what="the spare to follow its host")
+
+
+@pytest.mark.timeout(120)
+def test_spares_that_keep_dying_are_replaced_then_given_up(project: Project) -> None:
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host()
+    key = project_key(project.root)
+    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    killed: list[int] = []
+    for _ in range(3):
+        spare = wait_for(lambda: (s := _spare(zygote, key)) and s.pid not in killed and s,
+                         what="a (new) spare")
+        os.kill(spare.pid, signal.SIGKILL)
+        killed.append(spare.pid)
+    wait_for(lambda: "spares in a row died" in host.log_text(), what="the zygote giving up")
+    assert _spare(zygote, key) is None
+    # Runs do not notice: the zygote forks each worker when it is asked.
+    run_id = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="the run holding")
+    worker = psutil.Process(_worker_pids(project, [run_id])[run_id])
+    assert worker.ppid() == zygote.pid and worker.pid not in killed
+    project.release()
+    wait_for(lambda: project.row(run_id).state == "done", what="run done")
+    assert zygote.is_running() and host.poll() is None
+    assert "crashed" not in host.log_text()  # a spare's death is no run's crash
+
+
+@pytest.mark.timeout(90)
+def test_with_the_spare_off_each_worker_is_forked_on_request(project: Project) -> None:
+    project.env["PI_WORKFLOWS_ZYGOTE_SPARE"] = "false"
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host()
+    key = project_key(project.root)
+    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    run_id = project.detach("draw")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, what="the run holding")
+    worker = _worker_pids(project, [run_id])[run_id]
+    assert [c.pid for c in zygote.children()] == [worker]  # no spare beside it
+    project.release()
+    wait_for(lambda: project.row(run_id).state == "done", what="run done")
+    wait_for(lambda: zygote.children() == [], what="no child left beside the zygote")

@@ -204,6 +204,10 @@ def load_workflow_file(path: Path | str, *, timeout_s: float | None = None) -> L
         raise WorkflowLoadError(shown, "file not found") from None
     except OSError as exc:
         raise WorkflowLoadError(shown, f"cannot read the file: {exc.strerror or exc}") from None
+    return _load_bytes(shown, real, data, timeout_s)
+
+
+def _load_bytes(shown: str, real: str, data: bytes, timeout_s: float | None) -> LoadedWorkflow:
     stem = workflow_name_for(Path(shown))
     module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
     workflow = _the_workflow(shown, module)
@@ -223,6 +227,25 @@ def load_workflow_file(path: Path | str, *, timeout_s: float | None = None) -> L
         raise WorkflowLoadError(shown, exc.message, exc.problems) from None
     source = SourceIdentity(real, hashlib.sha256(data).hexdigest())
     return LoadedWorkflow(workflow, source, definition_digest(workflow))
+
+
+_WARM_UP_SOURCE = b"""
+from pi_workflows import compute, define_workflow, edge
+
+workflow = define_workflow(
+    start_at="a", nodes=[compute("a", lambda ctx: {}), compute("b", lambda ctx: {})],
+    edges=[edge("a", "b")])
+"""
+
+
+def warm_up() -> None:
+    """Load a built-in definition through the path a workflow file takes.
+
+    For a process that forks workers (the zygote): the patterns, imports and
+    caches a first load fills are then paid once, not in every worker.
+    Touches no file.
+    """
+    _load_bytes("warm-up.workflow.py", "<pi-workflows warm-up>", _WARM_UP_SOURCE, 0)
 
 
 # --- discovery ----------------------------------------------------------------

@@ -51,6 +51,7 @@ FIELDS: dict[str, tuple[str, Any, tuple[float | None, float | None, float | None
     "hung_kill_after_s": (_F, 5.0, (0, None, None)),
     "zygote": (_B, True, (None, None, None)),
     "standby": (_B, True, (None, None, None)),
+    "zygote_spare": (_B, True, (None, None, None)),
     "pi_bin": (_OS, None, (None, None, None)),
     "pi_agent_dir": (_OP, None, (None, None, None)),
     "pi_args": (_S, "", (None, None, None)),

@@ -78,6 +78,7 @@ class Settings(BaseSettings):
     hung_kill_after_s: float = Field(default=5.0, ge=0)
     zygote: bool = True  # fork workers from a booted zygote; false: cold spawns
     standby: bool = True  # the old name: false turns the zygote off too
+    zygote_spare: bool = True  # the zygote keeps one worker forked ahead, booted
 
     # Agent steps (docs/agents.md).
     pi_bin: str | None = None  # default: the project-local install, then `pi` on PATH

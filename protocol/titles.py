@@ -35,6 +35,11 @@ def worker_title(project_key: str, run: str, doing: str = "") -> str:
     return f"pi-workflows worker {project_key} {run}" + (f" {doing}" if doing else "")
 
 
+def spare_title(project_key: str) -> str:
+    """A worker the zygote forked ahead of time: booted, waiting for its run."""
+    return f"pi-workflows worker {project_key} spare"
+
+
 def zygote_title(project_key: str) -> str:
     """The host's fork server: it forks one worker per claimed run."""
     return f"pi-workflows zygote {project_key}"

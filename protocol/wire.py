@@ -93,11 +93,12 @@ def worker_argv(project: Path, runner_id: str, parent_pid: int, *, run_id: str |
 TITLE_ROOM = "." * 128
 
 
-def zygote_argv(project: Path, runner_id: str, parent_pid: int, control_fd: int) -> list[str]:
+def zygote_argv(project: Path, runner_id: str, parent_pid: int, control_fd: int, *,
+                spare: bool = True) -> list[str]:
     """The zygote's command line: the worker package, told to fork workers on request."""
-    return [sys.executable, "-m", WORKER_MODULE, "--project", str(project), "--runner",
-            runner_id, "--parent-pid", str(parent_pid), "--zygote", str(control_fd),
-            "--title-room", TITLE_ROOM]
+    argv = [sys.executable, "-m", WORKER_MODULE, "--project", str(project), "--runner",
+            runner_id, "--parent-pid", str(parent_pid), "--zygote", str(control_fd)]
+    return [*argv, *([] if spare else ["--no-spare"]), "--title-room", TITLE_ROOM]
 
 
 def zygote_marker(project_key: str, runner_id: str) -> str:
@@ -129,7 +130,7 @@ def forked_worker_args(project: Path, runner_id: str, parent_pid: int, *, run_id
         raise ValueError(f"a worker runs a claimed run, not a {state} one")
     return argparse.Namespace(project=str(project), run=run_id, runner=runner_id,
                               claim_state=str(state), parent_pid=parent_pid,
-                              force=force, zygote=None, title_room="")
+                              force=force, zygote=None, no_spare=False, title_room="")
 
 
 def parse_worker_args(argv: list[str]) -> argparse.Namespace:
@@ -143,6 +144,8 @@ def parse_worker_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--zygote", type=int, default=None, metavar="FD",
                         help="Fork workers on requests read from this socket.")
+    parser.add_argument("--no-spare", action="store_true",
+                        help="With --zygote: fork each worker on request, none ahead.")
     parser.add_argument("--title-room", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.zygote is None and not args.run:

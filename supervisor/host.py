@@ -118,7 +118,8 @@ class Host:
         self.zygote = ZygoteKeeper(
             lambda: self.os.start_zygote(project=paths.project, project_key=self.project_key,
                                          runner_id=self.runner_id,
-                                         config_json=self.worker_config),
+                                         config_json=self.worker_config,
+                                         spare=settings.zygote_spare),
             monotonic=monotonic,
             enabled=(settings.zygote and settings.standby) if use_zygote is None else use_zygote)
         self._next_sweep = 0.0

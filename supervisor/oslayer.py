@@ -27,7 +27,7 @@ class OsLayer(Protocol):
                      config_json: str, now: float) -> WorkerHandle: ...
 
     def start_zygote(self, *, project: Path, project_key: str, runner_id: str,
-                     config_json: str) -> Forker: ...
+                     config_json: str, spare: bool = True) -> Forker: ...
 
     def run_processes(self, project_key: str, runner_id: str,
                       run_id: str | None = None) -> list[psutil.Process]: ...
@@ -50,9 +50,9 @@ class RealOs:
                             runner_id=runner_id, config_json=config_json, now=now)
 
     def start_zygote(self, *, project: Path, project_key: str, runner_id: str,
-                     config_json: str) -> Forker:
+                     config_json: str, spare: bool = True) -> Forker:
         return start_zygote(project=project, project_key=project_key, runner_id=runner_id,
-                            config_json=config_json)
+                            config_json=config_json, spare=spare)
 
     def run_processes(self, project_key: str, runner_id: str,
                       run_id: str | None = None) -> list[psutil.Process]:

@@ -181,11 +181,11 @@ class ForkedChild:
 
 
 def start_zygote(*, project: Path, project_key: str, runner_id: str,
-                 config_json: str) -> Zygote:
+                 config_json: str, spare: bool = True) -> Zygote:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         env = worker_env(zygote_marker(project_key, runner_id), config_json=config_json)
-        popen = spawn(zygote_argv(project, runner_id, os.getpid(), theirs.fileno()),
+        popen = spawn(zygote_argv(project, runner_id, os.getpid(), theirs.fileno(), spare=spare),
                       cwd=project, env=env, pass_fds=[theirs.fileno()],
                       pdeathsig=signal.SIGKILL)
     except BaseException:

@@ -197,6 +197,52 @@ def load_config(project: str) -> WorkerConfig:
     return WorkerConfig.from_settings(settings, resolve_paths(settings, Path(project)))
 
 
+class Booted:
+    """A worker's settings and store connection, opened before it knows its run.
+
+    A spare (``worker.spare``) opens them while it waits for a run, so the
+    claimed run does not wait for them; ``config_json`` is what they were
+    opened from, and they are used only if the run's request hands the same.
+    """
+
+    def __init__(self, config_json: str, settings: WorkerConfig, store: Store) -> None:
+        self.config_json = config_json
+        self.settings = settings
+        self.store = store
+
+
+def preboot(config_json: str) -> Booted | None:
+    """Settings and store from ``config_json``; None (boot them later) on any trouble.
+
+    One attempt, no retries: a spare that cannot open the store now leaves
+    it to the ordinary boot, with its retries and its exit codes, once it
+    has a run to report them for.
+    """
+    try:
+        settings = WorkerConfig.from_json(config_json)
+        store = open_worker_store(settings)
+    except (PiWorkflowsError, OSError, ValueError, KeyError, TypeError):
+        return None
+    deadline_s = settings.lease_ms / 1000
+    return Booted(config_json, settings,
+                  with_retries(store, deadline_s=deadline_s, on_retry=_log_retry))
+
+
+def _boot(project: str, booted: Booted | None) -> tuple[WorkerConfig, Store]:
+    if booted is not None:
+        settings, store = booted.settings, booted.store
+    else:
+        settings = load_config(project)
+        # A busy store never kills a worker: every call backs off and retries
+        # for up to a lease (past that the claim has expired anyway).
+        store = with_retries(
+            retry_store(lambda: open_worker_store(settings),
+                        deadline_s=settings.lease_ms / 1000, on_retry=_log_retry),
+            deadline_s=settings.lease_ms / 1000, on_retry=_log_retry)
+    _LOG.config = settings
+    return settings, store
+
+
 def main(argv: list[str] | None = None, *, host_pidfd: int | None = None) -> int:
     """One worker's life; ``host_pidfd`` is given by the zygote that forked it."""
     args = parse_worker_args(sys.argv[1:] if argv is None else argv)
@@ -207,8 +253,12 @@ def main(argv: list[str] | None = None, *, host_pidfd: int | None = None) -> int
     return run_worker(args, host_pidfd=host_pidfd)
 
 
-def run_worker(args: argparse.Namespace, *, host_pidfd: int | None = None) -> int:
-    """One worker's life from its parsed arguments (a fork skips the parser)."""
+def run_worker(args: argparse.Namespace, *, host_pidfd: int | None = None,
+               booted: Booted | None = None) -> int:
+    """One worker's life from its parsed arguments (a fork skips the parser).
+
+    ``booted``: settings and store a spare opened before its run was known.
+    """
     key = project_key(Path(args.project))
     set_title(worker_title(key, args.run, "booting"))
     if host_pidfd is None:
@@ -223,15 +273,8 @@ def run_worker(args: argparse.Namespace, *, host_pidfd: int | None = None) -> in
     if parent.gone():
         return WorkerExit.PARKED  # the supervisor died before we could ask to follow it
     try:
-        settings = load_config(args.project)
+        settings, store = _boot(args.project, booted)
         paths = settings.paths
-        _LOG.config = settings
-        # A busy store never kills a worker: every call backs off and retries
-        # for up to a lease (past that the claim has expired anyway).
-        store = with_retries(
-            retry_store(lambda: open_worker_store(settings),
-                        deadline_s=settings.lease_ms / 1000, on_retry=_log_retry),
-            deadline_s=settings.lease_ms / 1000, on_retry=_log_retry)
     except StoreTransientError as exc:
         # Busy for a whole lease: a crash, so the host restarts it (not a boot error).
         sys.stderr.write(f"pi-workflows worker: store busy at boot: {exc}\n")
