@@ -16,7 +16,7 @@ from .harness import clean_env
 from .pi_env import pi_binary
 
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
-               "worker_stop", "store_lock"}
+               "worker_stop", "store_lock", "zygote_kill9", "spare_kill9"}
 
 
 def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -6,9 +6,11 @@ process is hit depends on what runs at that moment) and applying them:
 ``kill -9`` of the host (restarted at once), of a worker, of a Pi child, of
 a session command; a SIGTERM drain of the host (restarted once it exited);
 SIGSTOP of a worker past its lease, then SIGCONT; the store's write lock
-held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds.
+held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds;
+``kill -9`` of the host's zygote, or of the spare worker it keeps.
 Workers and Pi children are found through the ``processes.json`` of running
-runs and proven by pid and start time before any signal. Imports
+runs and proven by pid and start time before any signal; the zygote and its
+spare by their titles among the host's children. Imports
 ``protocol`` and the drill's hosts, scratch and workload; never the worker.
 """
 
@@ -38,6 +40,7 @@ from .workload import Launcher
 KINDS: dict[str, float] = {  # kind -> weight
     "host_kill9": 1.4, "host_drain": 0.6, "worker_kill9": 2.0, "pi_kill9": 1.0,
     "session_kill9": 1.0, "worker_stop": 0.8, "store_lock": 0.8,
+    "zygote_kill9": 0.5, "spare_kill9": 0.5,
 }
 # A child that holds the store's write lock, then lets go (sqlite3 is imported only
 # there: the product's modules leave SQLite to the store).
@@ -185,6 +188,37 @@ class Injector:
                 os.kill(pid, signal.SIGCONT)
         return f"worker {pid} of {run_id}", f"stopped {stopped:.1f} s"
 
+    def _zygote(self) -> psutil.Process | None:
+        """The current host's zygote (its title names it), if it has one."""
+        pid = self.hosts.pid()
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(pid).children() if pid else []:
+                with contextlib.suppress(psutil.Error):
+                    if _title(child).startswith("pi-workflows zygote "):
+                        return child
+        return None
+
+    def _zygote_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        """Its workers run on; the host forks cold meanwhile and starts another."""
+        zygote = self._zygote()
+        if zygote is None:
+            return None, "no zygote running"
+        zygote.kill()
+        return f"zygote {zygote.pid}", ""
+
+    def _spare_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        """A worker with no run yet: the zygote reaps it and forks another."""
+        zygote = self._zygote()
+        spare = None
+        with contextlib.suppress(psutil.Error):
+            spare = next((c for c in (zygote.children() if zygote else [])
+                          if _title(c).endswith(" spare")), None)
+        if spare is None:
+            return None, "no spare waiting"
+        with contextlib.suppress(psutil.Error):
+            spare.kill()
+        return f"spare {spare.pid}", ""
+
     def _store_lock(self, fault: Planned) -> tuple[str | None, str]:
         proc = spawn([sys.executable, "-c", LOCKER, str(self.scratch.paths.store_file),
                       str(fault.hold)], env=self.scratch.env, drop_env=self.scratch.drop(),
@@ -195,3 +229,8 @@ class Injector:
         if line != "locked":
             return None, "the lock was not taken"
         return f"store lock pid {proc.pid}", f"held {fault.hold:.1f} s"
+
+
+def _title(proc: psutil.Process) -> str:
+    """What ``ps`` shows (a title pads the original command line with NULs)."""
+    return " ".join(proc.cmdline()).strip()
