@@ -22,7 +22,7 @@ from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import MARKER_ENV
 
 from .conftest import HOLD
-from .harness import Project, alive, wait_for
+from .harness import HostProcess, Project, alive, wait_for
 
 RANDOM = HOLD + """
 import json, os, random
@@ -61,6 +61,14 @@ def _spare(zygote: psutil.Process, key: str) -> psutil.Process | None:
         except psutil.Error:
             continue
     return None
+
+
+def _host_with_zygote(project: Project, *extra: str) -> tuple[HostProcess, str, psutil.Process]:
+    """A host of ``project`` running ``draw``: (host, project key, its booted zygote)."""
+    project.write_workflow("draw", RANDOM)
+    host = project.start_host(*extra)
+    key = project_key(project.root)
+    return host, key, wait_for(lambda: _zygote(host.pid, key), what="the zygote")
 
 
 def _gone(pid: int) -> bool:
@@ -154,10 +162,7 @@ def test_with_the_zygote_off_workers_are_cold_children_of_the_host(project: Proj
 
 @pytest.mark.timeout(90)
 def test_the_spare_is_booted_ahead_and_becomes_the_next_worker(project: Project) -> None:
-    project.write_workflow("draw", RANDOM)
-    host = project.start_host("--concurrency", "2")
-    key = project_key(project.root)
-    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    host, key, zygote = _host_with_zygote(project, "--concurrency", "2")
     first = wait_for(lambda: _spare(zygote, key), what="a spare beside the zygote")
     assert os.getpgid(first.pid) == first.pid and os.getsid(first.pid) == first.pid
     assert _raw_marker(first.pid) == f"{key}/{host.runner_id}/zygote"  # no run yet
@@ -180,10 +185,7 @@ def test_the_spare_is_booted_ahead_and_becomes_the_next_worker(project: Project)
 
 @pytest.mark.timeout(90)
 def test_a_spare_dies_with_its_host(project: Project) -> None:
-    project.write_workflow("draw", RANDOM)
-    host = project.start_host()
-    key = project_key(project.root)
-    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    host, key, zygote = _host_with_zygote(project)
     spare = wait_for(lambda: _spare(zygote, key), what="a spare")
     os.kill(host.pid, signal.SIGKILL)
     wait_for(lambda: _gone(spare.pid), 10, what="the spare to follow its host")
@@ -191,10 +193,7 @@ def test_a_spare_dies_with_its_host(project: Project) -> None:
 
 @pytest.mark.timeout(120)
 def test_spares_that_keep_dying_are_replaced_then_given_up(project: Project) -> None:
-    project.write_workflow("draw", RANDOM)
-    host = project.start_host()
-    key = project_key(project.root)
-    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    host, key, zygote = _host_with_zygote(project)
     killed: list[int] = []
     for _ in range(3):
         spare = wait_for(lambda: (s := _spare(zygote, key)) and s.pid not in killed and s,
@@ -217,10 +216,7 @@ def test_spares_that_keep_dying_are_replaced_then_given_up(project: Project) -> 
 @pytest.mark.timeout(90)
 def test_with_the_spare_off_each_worker_is_forked_on_request(project: Project) -> None:
     project.env["PI_WORKFLOWS_ZYGOTE_SPARE"] = "false"
-    project.write_workflow("draw", RANDOM)
-    host = project.start_host()
-    key = project_key(project.root)
-    zygote = wait_for(lambda: _zygote(host.pid, key), what="the zygote")
+    _, _, zygote = _host_with_zygote(project)
     run_id = project.detach("draw")
     wait_for(lambda: len(project.lines("hold.started")) == 1, what="the run holding")
     worker = _worker_pids(project, [run_id])[run_id]

@@ -9,6 +9,7 @@ real host is drilled in ``e2e/test_zygote.py``.)
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import subprocess
@@ -77,9 +78,7 @@ def took(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     yield seen
 
 
-def _args(tmp_path: Path) -> Any:
-    import argparse
-
+def _args(tmp_path: Path) -> argparse.Namespace:
     return argparse.Namespace(project=str(tmp_path), runner="host-r")
 
 
@@ -120,51 +119,46 @@ def host() -> Iterator[subprocess.Popen[bytes]]:
     proc.wait()
 
 
-def test_the_spare_takes_the_one_request_it_is_sent(
-        tmp_path: Path, host: subprocess.Popen[bytes]) -> None:
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pidfd = os.pidfd_open(host.pid)
-    try:
-        req = _request(_config(tmp_path))
-        ours.sendall(req.encode())
-        assert spare.wait_for_run(theirs, pidfd) == req
-    finally:
-        os.close(pidfd)
-        ours.close()
-        theirs.close()
+Channel = tuple[socket.socket, socket.socket, int]
 
 
-def test_the_spare_gives_up_when_the_zygote_lets_it_go(
-        host: subprocess.Popen[bytes]) -> None:
+@pytest.fixture
+def channel(host: subprocess.Popen[bytes]) -> Iterator[Channel]:
+    """(the zygote's end, the spare's end, the host's pidfd), closed afterwards."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pidfd = os.pidfd_open(host.pid)
-    try:
-        ours.close()
-        assert spare.wait_for_run(theirs, pidfd) is None
-    finally:
-        os.close(pidfd)
-        theirs.close()
+    yield ours, theirs, pidfd
+    os.close(pidfd)
+    ours.close()
+    theirs.close()
+
+
+def test_the_spare_takes_the_one_request_it_is_sent(tmp_path: Path, channel: Channel) -> None:
+    ours, theirs, pidfd = channel
+    req = _request(_config(tmp_path))
+    ours.sendall(req.encode())
+    assert spare.wait_for_run(theirs, pidfd) == req
+
+
+def test_the_spare_gives_up_when_the_zygote_lets_it_go(channel: Channel) -> None:
+    ours, theirs, pidfd = channel
+    ours.close()
+    assert spare.wait_for_run(theirs, pidfd) is None
 
 
 def test_the_spare_runs_nothing_for_a_host_that_died(
-        tmp_path: Path, host: subprocess.Popen[bytes]) -> None:
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pidfd = os.pidfd_open(host.pid)
-    try:
-        got: list[ForkRequest | None] = []
-        waiter = threading.Thread(target=lambda: got.append(spare.wait_for_run(theirs, pidfd)))
-        waiter.start()
-        host.kill()
-        host.wait()
-        waiter.join(10)
-        assert got == [None]
-        # A request that arrives with the host's death is not served either.
-        ours.sendall(_request(_config(tmp_path)).encode())
-        assert spare.wait_for_run(theirs, pidfd) is None
-    finally:
-        os.close(pidfd)
-        ours.close()
-        theirs.close()
+        tmp_path: Path, host: subprocess.Popen[bytes], channel: Channel) -> None:
+    ours, theirs, pidfd = channel
+    got: list[ForkRequest | None] = []
+    waiter = threading.Thread(target=lambda: got.append(spare.wait_for_run(theirs, pidfd)))
+    waiter.start()
+    host.kill()
+    host.wait()
+    waiter.join(10)
+    assert got == [None]
+    # A request that arrives with the host's death is not served either.
+    ours.sendall(_request(_config(tmp_path)).encode())
+    assert spare.wait_for_run(theirs, pidfd) is None
 
 
 def test_the_zygote_warm_up_leaves_nothing_open() -> None:
