@@ -106,6 +106,14 @@ def _session(values: dict[str, str]) -> str | None:
     return None if value is None else validate_session_id(value)
 
 
+def _own_session(values: dict[str, str], command: str) -> str:
+    """The session a command acts for, which it cannot do without."""
+    owner = _session(values)
+    if owner is None:
+        raise session_required(command)
+    return owner
+
+
 def _emit(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -141,9 +149,7 @@ def _sync(seen: set[str], values: dict[str, str]) -> int:
     from . import sync as catchup
 
     settings, paths = _settings_and_paths(values)
-    owner = _session(values)
-    if owner is None:
-        raise session_required("sync")
+    owner = _own_session(values, "sync")
     with open_store(settings, paths.store_file) as store:
         try:
             snapshot = catchup.take(store, paths.runs_dir, owner,
@@ -172,9 +178,7 @@ def _start(positional: list[str], values: dict[str, str]) -> int:
     from .runinput import parse_input
 
     settings, paths = _settings_and_paths(values)
-    owner = _session(values)
-    if owner is None:
-        raise session_required("start")
+    owner = _own_session(values, "start")
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
     prepared = runcmds.prepare(settings, paths, positional[0], raw)
     _emit(runcmds.start_json(runcmds.start(settings, paths, prepared, owner)))
