@@ -91,9 +91,11 @@ def check_trace(run: RunFacts, final: bool, out: Found) -> list[dict[str, Any]]:
         elif (final or _settled(run)) and seq != last:
             out.append(Violation("trace_seq_behind", run.run_id,
                                  f"settled at traceSeq {seq} with {last} trace line(s)"))
-        elif last - seq > 1:
-            out.append(Violation("trace_seq_behind", run.run_id,
-                                 f"traceSeq {seq} is {last - seq} lines behind the trace"))
+        else:
+            before = last if run.trace_before is None else len(parse_trace(run.trace_before)[0])
+            if before - seq > 1:
+                out.append(Violation("trace_seq_behind", run.run_id,
+                                     f"traceSeq {seq} is {before - seq} lines behind the trace"))
     return events
 
 

@@ -34,6 +34,9 @@ class RunFacts:
     row: dict[str, Any] | None = None  # state, originSession, parentRunId, startedAt, errorCode
     feed: list[dict[str, Any]] = field(default_factory=list)  # {"seq", "type", "payload"}
     trace: bytes | None = None  # None: no bundle
+    # The trace as read just before the projection (None: not read so): what
+    # the projection may lag by at most one line.
+    trace_before: bytes | None = None
     state: dict[str, Any] | None = None  # the raw projection; None: none readable
     effects: list[dict[str, Any]] = field(default_factory=list)  # nodeId effectKey state ...
 
@@ -102,10 +105,14 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
                          for e in store.list_effects(run_id)]
     bundle = Bundle(runs_dir, run_id)
     if bundle.dir.is_dir():
-        # The projection first, then the trace: a writer appends its trace line
-        # before the projection's, so a trace read after the projection holds
-        # every line the projection counts. Read the other way round, a run
-        # that goes on meanwhile looks as if it had lost a trace line.
+        # Trace, projection, trace again. A writer appends its trace line
+        # before the projection's, so the trace read after the projection holds
+        # every line the projection counts (fewer would be lost lines), and the
+        # projection read after the first trace holds all but the last of its
+        # lines (more behind would be a lagging projection). Judged from one
+        # read alone, a run that goes on meanwhile looks broken either way.
+        with contextlib.suppress(OSError):
+            facts.trace_before = bundle.trace_path.read_bytes()
         with contextlib.suppress(Exception):  # unreadable: the checker says so
             facts.state = dict(bundle.raw_state())
         with contextlib.suppress(OSError):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.protocol.wire import MARKER_ENV
@@ -124,6 +125,11 @@ def test_trace_seq_behind_after_settling_and_a_trace_shorter_than_the_projection
     durable.runs[RUN].state = {"traceSeq": 9, "status": "running"}
     durable.runs[RUN].row["state"] = "running"  # type: ignore[index]
     assert "3 lines behind" in only(check(durable, final=False), "trace_seq_behind").evidence
+    # The lag is judged from the trace as read before the projection.
+    durable.runs[RUN].trace_before = trace(good_events()[:10])
+    assert check(durable, final=False) == []
+    durable.runs[RUN].trace_before = trace(good_events()[:11])
+    assert "2 lines behind" in only(check(durable, final=False), "trace_seq_behind").evidence
 
 
 def test_a_node_that_ends_again_without_being_routed_to_finished_twice() -> None:
@@ -388,4 +394,34 @@ def test_a_run_that_writes_while_it_is_read_does_not_look_as_if_it_lost_a_line(
     monkeypatch.setattr(Path, "read_bytes", one_more_step)
     durable = collect(paths, [RUN], tmp_path, tmp_path / "ledger.txt")
     monkeypatch.undo()
+    assert not [v for v in check(durable, final=False) if v.kind == "trace_seq_behind"]
+
+
+@pytest.mark.timeout(30)
+def test_a_run_that_takes_steps_while_it_is_read_does_not_look_as_if_it_lagged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three steps (trace line, then projection, each) land between the projection's
+    read and the trace's: the trace read last is 3 lines ahead, and nothing is wrong."""
+    paths, _ = running_run(tmp_path)
+    events = good_events()
+    bundle = write_bundle(paths, RUN, events[:4], "running")
+    real_state = Bundle.raw_state
+
+    def three_more_steps(self: Bundle) -> Any:
+        state = real_state(self)
+        if not (bundle / "done").exists():
+            (bundle / "done").write_text("")
+            for n in (5, 6, 7):
+                with open(bundle / "trace.ndjson", "ab") as fh:
+                    fh.write(trace([events[n - 1]]))
+                (bundle / "state.json").write_text(json.dumps({"traceSeq": n,
+                                                               "status": "running"}))
+        return state
+
+    monkeypatch.setattr(Bundle, "raw_state", three_more_steps)
+    durable = collect(paths, [RUN], tmp_path, tmp_path / "ledger.txt")
+    monkeypatch.undo()
+    run = durable.runs[RUN]
+    assert run.state is not None and run.state["traceSeq"] == 4
+    assert run.trace is not None and run.trace.count(b"\n") == 7  # read after the steps
     assert not [v for v in check(durable, final=False) if v.kind == "trace_seq_behind"]
