@@ -114,12 +114,30 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
         with contextlib.suppress(OSError):
             facts.trace_before = bundle.trace_path.read_bytes()
         with contextlib.suppress(Exception):  # unreadable: the checker says so
-            facts.state = dict(bundle.raw_state())
+            facts.state = _projection(bundle)
         with contextlib.suppress(OSError):
             facts.trace = bundle.trace_path.read_bytes()
         if facts.trace is None:
             facts.trace = b""
     return facts
+
+
+def _projection(bundle: Bundle) -> dict[str, Any]:
+    """The projection as of one moment: ``state.json`` not replaced while it was read.
+
+    A full rewrite renames a new ``state.json`` in and then empties the
+    journal; a read across the two folds nothing onto the old file (the
+    journal's next line is not its next seq), which is valid but older than
+    the trace read just before it. Read again then, as a reader that wants
+    the newest would.
+    """
+    state: dict[str, Any] = {}
+    for _ in range(20):
+        before = os.stat(bundle.state_path).st_ino
+        state = dict(bundle.raw_state())
+        if os.stat(bundle.state_path).st_ino == before:
+            break
+    return state
 
 
 def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,

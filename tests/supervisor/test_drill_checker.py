@@ -425,3 +425,29 @@ def test_a_run_that_takes_steps_while_it_is_read_does_not_look_as_if_it_lagged(
     assert run.state is not None and run.state["traceSeq"] == 4
     assert run.trace is not None and run.trace.count(b"\n") == 7  # read after the steps
     assert not [v for v in check(durable, final=False) if v.kind == "trace_seq_behind"]
+
+
+@pytest.mark.timeout(30)
+def test_a_projection_rewritten_while_it_is_read_is_read_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """state.json is renamed over (a full rewrite) while the first read is under way."""
+    paths, _ = running_run(tmp_path)
+    events = good_events()
+    bundle = write_bundle(paths, RUN, events[:7], "running")
+    real_state = Bundle.raw_state
+
+    def rewritten_meanwhile(self: Bundle) -> Any:
+        state = real_state(self)
+        if not (bundle / "done").exists():
+            (bundle / "done").write_text("")
+            with open(bundle / "trace.ndjson", "ab") as fh:
+                fh.write(trace(events[7:9]))
+            new = bundle / "state.json.new"
+            new.write_text(json.dumps({"traceSeq": 9, "status": "running"}))
+            os.replace(new, bundle / "state.json")
+        return state
+
+    monkeypatch.setattr(Bundle, "raw_state", rewritten_meanwhile)
+    durable = collect(paths, [RUN], tmp_path, tmp_path / "ledger.txt")
+    monkeypatch.undo()
+    assert durable.runs[RUN].state == {"traceSeq": 9, "status": "running"}
