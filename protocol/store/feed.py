@@ -111,14 +111,20 @@ class FeedOps(StoreBase):
         return token, rows
 
     def mark_notification_delivered(self, notification_id: int, token: str) -> bool:
-        """True exactly once: for the live delivery claim of an undelivered row."""
+        """True exactly once: for the delivery claim an undelivered row still carries.
+
+        A claim past its lease still marks the row while no other deliverer
+        has claimed it since (that would have replaced the token): the row
+        was shown once, by this claim, and must not be shown again because
+        the mark came late (a store held busy, a deliverer descheduled).
+        """
         now = self._now()
         with self._db.transaction() as tx:
             return tx.execute(
                 "UPDATE workflow_notifications SET delivered_at = ?, delivery_token = NULL,"
                 " delivery_expires_at = NULL WHERE id = ? AND delivered_at IS NULL"
-                " AND delivery_token = ? AND delivery_expires_at > ?",
-                (now, notification_id, token, now)) == 1
+                " AND delivery_token = ?",
+                (now, notification_id, token)) == 1
 
     def release_notifications(self, token: str) -> int:
         with self._db.transaction() as tx:

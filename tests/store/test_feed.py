@@ -91,6 +91,18 @@ def test_notification_delivered_once_and_stale_claims_refused(store: Store,
     assert store.claim_notifications("s1")[1] == []  # delivered rows never come back
 
 
+def test_a_late_mark_counts_while_no_other_deliverer_took_the_row(store: Store,
+                                                                   clock: FakeClock) -> None:
+    """Shown, then the mark waited past the lease (a busy store): shown once, not again."""
+    store.add_notification("s1", "r1", "n1", 0, "final", {"done": True})
+    token, rows = store.claim_notifications("s1", lease_ms=1000)
+    clock.advance(2500)
+    assert store.mark_notification_delivered(rows[0].id, token)
+    assert not store.mark_notification_delivered(rows[0].id, token)  # still exactly once
+    clock.advance(10_000)
+    assert store.claim_notifications("s1")[1] == []
+
+
 def test_released_notifications_can_be_claimed_again(store: Store) -> None:
     store.add_notification("s1", "r1", "n1", 0, "progress", {})
     token, rows = store.claim_notifications("s1")
