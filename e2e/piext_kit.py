@@ -1,10 +1,13 @@
 """What the Pi extension drills share: a real Pi in RPC mode with the pi-workflows
 extension loaded, pointed at a scripted model and at a test project.
 
-``open_pi`` starts ``pi --mode rpc -e <extension>`` isolated and offline
+``extension_drill`` is a drill's frame: a scripted model, a Pi environment
+pointed at it, and every Pi the scenario opens, all closed (and the project's
+activations killed) on the way out, also when the test fails midway. Its
+``open`` starts ``pi --mode rpc -e <extension>`` isolated and offline
 (``e2e.pi_env``), with the project's ``PI_WORKFLOWS_*`` settings and
 ``PI_WORKFLOWS_BIN`` set to this checkout's ``pi-workflows``, in the project
-directory, with a persisted session (so it can be reopened). The helpers read
+directory, with a persisted session (``reopen`` opens it again). The helpers read
 what the extension did from Pi's own stdout: ``extension_ui_request`` events
 (footer status, widget, notifications) and the custom messages in
 ``get_messages``. ``activations`` finds the extension's ``activate`` children
@@ -20,7 +23,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +32,7 @@ import psutil
 
 from .harness import Project, wait_for
 from .pi_env import PiEnv, PiRpc, make_pi_env
-from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call
+from .scripted_model import Reply, Request, Script, ScriptedModel, ToolCall, call
 
 BIN = Path(sys.executable).with_name("pi-workflows")
 STEP_S = 45.0  # a deadline for one step of a drill; other suites share the two cores
@@ -49,11 +53,55 @@ def pi_env_for(project: Project, model: ScriptedModel, root: Path) -> PiEnv:
                  env.model_id)
 
 
-def open_pi(pi_env: PiEnv, *extra: str) -> PiRpc:
-    pi = PiRpc(pi_env, "-e", str(extension_path()), "--session-dir",
-               str(pi_env.agent_dir / "sessions"), *extra, session=True)
-    pi.wait_ready(STEP_S)
-    return pi
+@dataclass
+class ExtensionDrill:
+    """A scripted model, a Pi environment pointed at it, and every Pi opened on it."""
+
+    project: Project
+    model: ScriptedModel
+    pi_env: PiEnv  # a scenario may change its ``env`` before the next ``open``
+    pis: list[PiRpc] = field(default_factory=list)
+
+    def open(self) -> PiRpc:
+        """A Pi with the extension on a new persisted session, ready."""
+        return self._start("--session-dir", str(self.pi_env.agent_dir / "sessions"))
+
+    def reopen(self, session: str, *, ready: bool = True) -> PiRpc:
+        """A Pi on the session file ``session``; ``ready=False`` returns at once (Pis
+        that must start together, or a start the scenario waits on in its own way)."""
+        return self._start("--session", session, ready=ready)
+
+    def close(self) -> None:
+        """Close every Pi opened (closing one again is harmless), then kill the project's
+        activations; each step runs even if one before it raised."""
+        with contextlib.ExitStack() as stack:
+            stack.callback(kill_activations, self.project)
+            for pi in self.pis:
+                stack.callback(pi.close)
+
+    def check(self) -> None:
+        """The scenario's end: ``close``, then the model's ``check``."""
+        self.close()
+        self.model.check()
+
+    def _start(self, *args: str, ready: bool = True) -> PiRpc:
+        pi = PiRpc(self.pi_env, "-e", str(extension_path()), *args, session=True)
+        self.pis.append(pi)
+        if ready:
+            pi.wait_ready(STEP_S)
+        return pi
+
+
+@contextlib.contextmanager
+def extension_drill(project: Project, script: Script, root: Path) -> Iterator[ExtensionDrill]:
+    """``with extension_drill(project, steps(...), tmp_path / "pi") as drill``: the Pi
+    environment lives under ``root``; leaving closes every Pi and kills the activations."""
+    with ScriptedModel(script) as model:
+        drill = ExtensionDrill(project, model, pi_env_for(project, model, root))
+        try:
+            yield drill
+        finally:
+            drill.close()
 
 
 def steps(*script: Reply | Callable[[Request], Reply]) -> Callable[[Request], Reply | None]:
