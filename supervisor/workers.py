@@ -59,6 +59,7 @@ class Proc(Protocol):
     def pid(self) -> int: ...
     def poll(self) -> int | None: ...
     def wait(self, timeout: float | None = None) -> int: ...
+    def send(self, sig: int) -> bool: ...
     def send_group(self, sig: int) -> bool: ...
 
 
@@ -77,6 +78,13 @@ class Child:
 
     def wait(self, timeout: float | None = None) -> int:
         return self.popen.wait(timeout)
+
+    def send(self, sig: int) -> bool:
+        """Signal the worker alone; False once it has exited."""
+        if self.popen.poll() is not None:
+            return False
+        self.popen.send_signal(sig)
+        return True
 
     def send_group(self, sig: int) -> bool:
         return signal_group(self.popen, sig)
@@ -107,8 +115,14 @@ class WorkerHandle:
         self.phase, self.since = to, now
 
     def terminate(self, now: float) -> None:
-        """Ask the worker to park and exit; a second request only resends the signal."""
-        self.proc.send_group(signal.SIGTERM)
+        """Ask the worker to park and exit; a second request only resends the signal.
+
+        To the worker alone, not its group: a command it is starting is in
+        that group from its fork until its own ``setsid``, and a SIGTERM
+        there kills it before it runs (a drain would fail the run's node).
+        The worker stops its own children as it parks.
+        """
+        self.proc.send(signal.SIGTERM)
         if self.phase not in (P.STOPPING, P.KILLED, P.RETIRING, P.EXITED):
             self.change(P.STOPPING, now)
 

@@ -172,6 +172,16 @@ class ForkedChild:
             select.select(fds, [], [], 0.5 if left is None else min(left, 0.5))
         return code
 
+    def send(self, sig: int) -> bool:
+        """Signal the worker alone, through its pidfd (no pid reuse can misdirect it)."""
+        if self._pidfd is None:
+            return False
+        try:
+            signal.pidfd_send_signal(self._pidfd, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
     def send_group(self, sig: int) -> bool:
         try:
             os.killpg(self.pid, sig)

@@ -52,6 +52,10 @@ class FakeProc:
     def wait(self, timeout: float | None = None) -> int:
         return self.code if self.code is not None else -9
 
+    def send(self, sig: int) -> bool:
+        self.signals.append(sig)
+        return True
+
     def send_group(self, sig: int) -> bool:
         self.signals.append(sig)
         if sig == signal.SIGKILL and self.code is None:
