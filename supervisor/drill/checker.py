@@ -23,8 +23,14 @@ KINDS = (
     "run_lost", "run_stuck", "queue_bundle_mismatch", "trace_seq", "trace_seq_behind",
     "node_finished_twice", "effect_applied_twice", "effect_missing", "stale_write",
     "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
-    "follow_up_lost", "leftover_process", "loose_permissions",
+    "follow_up_lost", "leftover_process", "loose_permissions", "unexpected_failure",
 )
+# How a drill run may fail: each is what one of its faults, or its doomed launches,
+# leaves behind (a Pi killed mid-step, an effect killed in flight, a workflow file
+# edited before activation, a worker killed again and again). Nothing in its
+# workload fails by itself, so any other code is a fault that broke a run.
+EXPECTED_FAILURES = frozenset({"agent_exited", "effect_indeterminate", "source_changed",
+                               "worker_crash_loop"})
 ENDS = ("node_finished", "node_failed")
 FINAL_EVENTS = ("run_completed", "run_failed", "run_timed_out", "run_cancelled", "run_waiting")
 QUEUE_FOR_STATUS = {"completed": "done", "waiting": "done", "failed": "failed",
@@ -195,6 +201,9 @@ def check_settled(run: RunFacts, out: Found) -> None:
     if QUEUE_FOR_STATUS.get(str(status)) != row["state"]:
         out.append(Violation("queue_bundle_mismatch", run.run_id,
                              f"queue {row['state']}, bundle {status}"))
+    elif row["state"] == "failed" and row.get("errorCode") not in EXPECTED_FAILURES:
+        out.append(Violation("unexpected_failure", run.run_id,
+                             f"failed with {row.get('errorCode')!r}, which no fault explains"))
 
 
 def check_ledger(durable: Durable, out: Found) -> None:

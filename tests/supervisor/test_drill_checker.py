@@ -250,6 +250,17 @@ def test_a_failed_launch_needs_its_follow_up_recorded_and_delivered() -> None:
     assert check(durable, final=False) == []  # mid-drill it may not be synced yet
 
 
+def test_a_run_that_failed_in_a_way_no_fault_explains() -> None:
+    durable = _failed_launch()  # source_changed: a doomed launch, as the drill makes them
+    durable.intents = [{"intentId": "ti-1", "sessionId": "d0", "runId": RUN,
+                        "state": "resolved"}]
+    assert check(durable, final=True) == []
+    durable.runs[RUN].row["errorCode"] = "shell_nonzero_exit"  # type: ignore[index]
+    found = only(check(durable, final=True), "unexpected_failure")
+    assert "'shell_nonzero_exit'" in found.evidence
+    assert check(durable, final=False) == []  # judged once the drill has settled
+
+
 def test_lost_stuck_and_mismatched_runs_after_settling() -> None:
     durable = good()
     durable.launched.append("20261201T120001Z-chain-0000bbbb")
