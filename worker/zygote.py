@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import gc
 import os
 import random
@@ -37,56 +36,19 @@ from ..protocol.paths import project_key
 from ..protocol.store.db import expected_layout
 from ..protocol.titles import set_title, zygote_title
 from ..protocol.wire import (
-    MARKER_ENV,
     ZYGOTE_RUN,
     ForkRequest,
     exit_message,
     forked_message,
     marker_value,
 )
+from .envslot import EnvSlot
 from .process import die_with_parent
 from .spare import become_worker, run_spare
 
 MAX_MESSAGE = 1 << 20
 # Spares that die before their run, in a row, before the zygote stops forking them.
 MAX_SPARE_DEATHS = 3
-
-
-class EnvSlot:
-    """The marker's bytes in the environment block that ``/proc/PID/environ`` shows.
-
-    ``os.environ`` changes do not reach that block (putenv points elsewhere),
-    so a forked worker overwrites the zygote's padded value in place; the
-    marker is the block's last entry, so the NUL padding ends the listing.
-    """
-
-    def __init__(self) -> None:
-        libc = ctypes.CDLL(None)
-        libc.getenv.restype = ctypes.c_void_p
-        libc.getenv.argtypes = [ctypes.c_char_p]
-        addr = libc.getenv(MARKER_ENV.encode())
-        value = os.environb.get(MARKER_ENV.encode(), b"")
-        self.addr: int | None = addr if addr and _in_env_block(addr, len(value)) else None
-        self.room = len(value)
-
-    def write(self, marker: str) -> bool:
-        data = marker.encode()
-        os.environ[MARKER_ENV] = marker  # what the worker's own children inherit
-        if self.addr is None or len(data) > self.room:
-            return False
-        ctypes.memmove(self.addr, data + b"\0" * (self.room - len(data)), self.room)
-        return True
-
-
-def _in_env_block(addr: int, size: int) -> bool:
-    try:
-        with open("/proc/self/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return False
-    # Fields 50 and 51 of stat(5) (env_start, env_end); the list starts at field 3.
-    start, end = int(fields[47]), int(fields[48])
-    return start <= addr and addr + size <= end
 
 
 def warm_up() -> None:
