@@ -43,7 +43,7 @@ from .hostlock import HostLock
 from .lockholders import Holder
 from .oslayer import OsLayer, RealOs
 from .workers import Phase, WorkerHandle
-from .zygote import ZygoteKeeper
+from .zygote import ForkUncertain, ZygoteKeeper
 
 if TYPE_CHECKING:  # the lean settings (protocol.leansettings) have the same fields
     from ..protocol.settings import Settings
@@ -78,6 +78,9 @@ class Pending:
 
     claim: Claim
     due: float  # monotonic
+    # A worker for it may be running unknown to us (a fork with no answer):
+    # whatever carries the run's marker is killed before another starts.
+    sweep: bool = False
 
 
 @dataclass
@@ -359,6 +362,14 @@ class Host:
                 continue
             claim = Claim(run_id, self.runner_id, pending.claim.token,
                           row.lease_expires_at or 0, row.state, row.state)
+            if pending.sweep:
+                # A worker we never heard of holds the old token: a new one fences
+                # it out of every write, and its marker finds it to be killed.
+                try:
+                    claim = self.store.rotate(run_id, claim.token)
+                except ClaimLost:
+                    continue
+                self.os.kill(self.os.run_processes(self.project_key, self.runner_id, run_id))
             self._spawn(claim)
 
     def _claim(self) -> None:
@@ -394,7 +405,10 @@ class Host:
                                      config_json=self.worker_config, now=now)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
             logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
-            self.pending[claim.run_id] = Pending(claim, now + SPAWN_RETRY_S)
+            # An unanswered fork may have started one: by the retry it carries the
+            # run's marker (its first act), and is killed before another starts.
+            self.pending[claim.run_id] = Pending(claim, now + SPAWN_RETRY_S,
+                                                 sweep=isinstance(exc, ForkUncertain))
             return
         self.workers[claim.run_id] = handle
         logger.info("run {} -> worker pid {}", claim.run_id, handle.pid)

@@ -48,6 +48,11 @@ class ZygoteFailed(OSError):
     """The zygote did not fork: it died, hung, or the fork itself failed."""
 
 
+class ForkUncertain(ZygoteFailed):
+    """The request reached the zygote and no answer came (it hung, or died after
+    reading it): a worker for the claim may be running, unknown to us."""
+
+
 def _readable(fd: int) -> bool:
     return bool(select.select([fd], [], [], 0)[0])
 
@@ -114,10 +119,10 @@ class Zygote:
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.sock], [], [], left)[0]:
-                raise ZygoteFailed(f"the zygote did not answer within {timeout:g} s")
+                raise ForkUncertain(f"the zygote did not answer within {timeout:g} s")
             message = self._recv(block=True)
             if message is None:
-                raise ZygoteFailed("the zygote died")
+                raise ForkUncertain("the zygote died before it answered")
             if "forked" not in message:
                 self._note(message)
                 continue
@@ -253,11 +258,18 @@ class ZygoteKeeper:
         self._pause = min(self._pause * 2, MAX_RESTART_PAUSE_S)
 
     def fork(self, request: ForkRequest) -> Proc | None:
-        """A worker forked for ``request``; None (spawn it cold) if there is no zygote."""
+        """A worker forked for ``request``; None (spawn it cold) if there is no zygote.
+
+        Raises ``ForkUncertain`` when a worker for the claim may be running
+        anyway: the caller must not start another before it has made sure.
+        """
         if self.zygote is None:
             return None
         try:
             child = self.zygote.fork(request)
+        except ForkUncertain as exc:
+            self._lost(str(exc))
+            raise
         except ZygoteFailed as exc:
             self._lost(str(exc))
             return None

@@ -122,12 +122,21 @@ class _Server:
                     os.close(fd)
                 return body()
             _in_child(child)
-        return pid, os.pidfd_open(pid)  # it cannot be reaped before we wait for it
+        try:
+            return pid, os.pidfd_open(pid)  # it cannot be reaped before we wait for it
+        except OSError:
+            # Out of descriptors: a child we could not watch must not run at all.
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise
 
     def _new_spare(self) -> None:
         if not self.spares or self.spare is not None:
             return
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError:
+            return  # no spare this time (out of descriptors): requests fork as asked
 
         def body() -> int:
             ours.close()
@@ -144,11 +153,15 @@ class _Server:
         self.poller.register(pidfd, select.POLLIN)
 
     def _drop_spare(self) -> None:
-        """Reap a spare that died before it had a run (it reports to nobody)."""
+        """Reap a spare that died, or could not be handed its request, before it had
+        a run (it reports to nobody); one still alive is killed first, so the wait
+        cannot hang the zygote."""
         spare, self.spare = self.spare, None
         if spare is None:
             return
         self.poller.unregister(spare.pidfd)
+        with contextlib.suppress(ProcessLookupError):
+            signal.pidfd_send_signal(spare.pidfd, signal.SIGKILL)
         os.close(spare.pidfd)
         spare.sock.close()
         os.waitpid(spare.pid, 0)

@@ -150,6 +150,21 @@ class ClaimOps(StoreBase):
                 raise ClaimLost(f"the claim on run {run_id} is no longer held")
             return Renewal(lease, row.cancel_requested)
 
+    def rotate(self, run_id: str, token: str) -> Claim:
+        """The same claim under a new token: a worker the holder lost track of,
+        holding the old one, is refused at its next fence and writes nothing."""
+        now = self._now()
+        with self._db.transaction() as tx:
+            row = self._owned(tx, run_id, token, now)
+            fresh = new_token()
+            lease = now + self.lease_ms
+            if tx.execute("UPDATE workflow_run_queue SET claim_token = ?, lease_expires_at = ?"
+                          " WHERE run_id = ? AND claim_token = ? AND lease_expires_at > ?",
+                          (fresh, lease, run_id, token, now)) != 1:
+                raise ClaimLost(f"the claim on run {run_id} is no longer held")
+            state = QueueState(row.state)
+            return Claim(run_id, str(row.runner_id), fresh, lease, state, state)
+
     def verify(self, run_id: str, token: str) -> QueueRow:
         """The fence: raise ``ClaimLost`` unless ``token`` is the current, unexpired claim."""
         now = self._now()

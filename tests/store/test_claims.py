@@ -279,3 +279,23 @@ def test_a_blocked_park_waits_for_a_person(store: Store) -> None:
     assert claim.previous_state == "parked"
     row = store.get("r1")
     assert row is not None and row.error_code is None and row.error_message is None
+
+
+def test_a_rotated_claim_fences_out_the_old_token(store: Store, clock: FakeClock) -> None:
+    store.enqueue_detached("r1", SOURCE, {})
+    claim = store.claim_next("runner-a")
+    assert claim is not None
+    before = events(store, "r1")
+    clock.advance(LEASE - 1)
+    fresh = store.rotate("r1", claim.token)
+    assert fresh.token != claim.token and (fresh.run_id, fresh.runner_id) == ("r1", "runner-a")
+    assert fresh.state == claim.state and fresh.lease_expires_at == clock() + LEASE
+    with pytest.raises(ClaimLost):
+        store.verify("r1", claim.token)  # a worker that still holds it writes nothing
+    with pytest.raises(ClaimLost):
+        store.rotate("r1", claim.token)
+    assert store.verify("r1", fresh.token).state == claim.state
+    assert events(store, "r1") == before  # the same claim: nothing to tell the feed
+    clock.advance(LEASE)
+    with pytest.raises(ClaimLost):
+        store.rotate("r1", fresh.token)  # an expired claim is not revived

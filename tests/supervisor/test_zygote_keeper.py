@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.wire import ForkRequest, WorkerExit
-from pi_workflows.supervisor.host import Host
-from pi_workflows.supervisor.zygote import RESTART_PAUSE_S, ZygoteFailed
+from pi_workflows.supervisor.host import SPAWN_RETRY_S, Host
+from pi_workflows.supervisor.zygote import RESTART_PAUSE_S, ForkUncertain, ZygoteFailed
 
 from ..conftest import FakeClock
 from .test_host_loop import FakeMonotonic, FakeOs, FakeProc, _enqueue
@@ -27,6 +28,7 @@ class FakeZygote:
         self.dead = False
         self.requests: list[ForkRequest] = []
         self.stopped = False
+        self.hangs = False  # reads the request, then never answers
 
     def alive(self) -> bool:
         return not self.dead
@@ -38,6 +40,8 @@ class FakeZygote:
         if self.dead:
             raise ZygoteFailed("the zygote is gone")
         self.requests.append(request)
+        if self.hangs:
+            raise ForkUncertain("the zygote did not answer within 10 s")
         return FakeProc(None)
 
     def stop(self, timeout: float = 0) -> None:
@@ -112,3 +116,26 @@ def test_an_unknown_exit_is_clean_only_if_the_worker_settled_its_claim(
     proc.code = WorkerExit.UNKNOWN  # its zygote died before reporting; the claim is still ours
     host.loop_once()
     assert host.crashes.count("r1") == 1 and "r1" in host.pending
+
+
+@pytest.mark.timeout(30)
+def test_an_unanswered_fork_is_retried_under_a_new_token_after_a_marker_sweep(
+        rig: tuple[Host, ZygoteOs, FakeMonotonic]) -> None:
+    """The zygote read the request and never answered: a worker may run with the token."""
+    host, fake_os, mono = rig
+    fake_os.zygotes[0].hangs = True
+    _enqueue(host.store, "r1")
+    host.loop_once()
+    (request,) = fake_os.zygotes[0].requests
+    assert not fake_os.spawned and "r1" not in host.workers  # not started again at once
+    assert host.pending["r1"].sweep and fake_os.zygotes[0].stopped
+    stray = object()
+    fake_os.leftovers = [stray]  # what carries r1's marker by the retry
+    mono.advance(SPAWN_RETRY_S)
+    host.loop_once()
+    assert [stray] in fake_os.kills
+    (again,) = fake_os.zygotes[1].requests  # a new zygote, after its pause
+    assert again.token == host.workers["r1"].claim.token != request.token
+    with pytest.raises(ClaimLost):
+        host.store.verify("r1", request.token)  # the stray worker is fenced out
+    assert host.store.verify("r1", again.token).run_id == "r1"
