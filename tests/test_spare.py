@@ -3,7 +3,8 @@
 A spare opens settings and store before it knows its run, and must drop
 them when its request hands other settings; it waits for exactly one
 request and gives up when the host dies or the zygote lets it go; the
-zygote's warm-up leaves nothing open behind it. (The spare's life in a
+zygote's warm-up leaves nothing open behind it; the zygote carries on
+without a spare when out of descriptors, and never waits on a live one. (The spare's life in a
 real host is drilled in ``e2e/test_zygote.py``.)
 """
 
@@ -23,7 +24,8 @@ import pytest
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.wire import CONFIG_ENV, TOKEN_ENV, ForkRequest
 from pi_workflows.protocol.workerconfig import WorkerConfig
-from pi_workflows.worker import process, spare
+from pi_workflows.worker import process, spare, zygote
+from pi_workflows.worker.envslot import EnvSlot
 
 
 def _config(tmp_path: Path, **overrides: Any) -> str:
@@ -177,3 +179,38 @@ def test_the_zygote_warm_up_leaves_nothing_open() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+@pytest.fixture
+def server() -> Iterator[zygote._Server]:
+    """A zygote loop over a real control socket (nothing is served in these tests)."""
+    ctl, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    yield zygote._Server(argparse.Namespace(project="/nonexistent", runner="host-r"),
+                         EnvSlot(), -1, ctl, spares=True)
+    ctl.close()
+    other.close()
+
+
+def test_a_zygote_out_of_descriptors_carries_on_without_a_spare(
+        server: zygote._Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fds(*_: Any) -> Any:
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(socket, "socketpair", no_fds)
+    server._new_spare()  # no exception: the next request forks its worker itself
+    assert server.spare is None
+
+
+@pytest.mark.timeout(30)
+def test_a_spare_that_cannot_take_its_request_is_killed_before_it_is_reaped(
+        server: zygote._Server) -> None:
+    pid = os.posix_spawn("/bin/sleep", ["sleep", "60"], dict(os.environ))  # alive, waiting
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    theirs.close()
+    pidfd = os.pidfd_open(pid)
+    server.spare = zygote._Spare(pid, pidfd, ours)
+    server.poller.register(pidfd)
+    assert server._assign(b"{}") is None  # the send fails: no spare to hand it to
+    assert server.spare is None and server.spare_deaths == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # killed and reaped, not waited on forever
