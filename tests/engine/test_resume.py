@@ -336,46 +336,42 @@ def test_a_file_edited_between_enqueue_and_first_claim_fails_the_launch(h: Harne
 RUN_REPLACEMENTS = 5
 
 
-def test_the_crash_points_below_are_every_replacement_of_a_run(h: Harness) -> None:
-    h.write("three", THREE)
-    run_id = h.launch("three")
+def _replacements(monkeypatch: pytest.MonkeyPatch, crash_at: int = 0) -> list[str]:
+    """The names of the files a run replaces atomically, in order; ``crash_at``: die
+    (``Crash``) instead of the n-th replacement."""
     real_write = bundle_mod.write_json_atomic
     calls: list[str] = []
 
-    def counting_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
-        calls.append(path.name)
-        real_write(path, value, sync=sync, sync_dir=sync_dir)
-
-    bundle_mod.write_json_atomic = counting_write  # type: ignore[assignment]
-    try:
-        assert h.execute(run_id).outcome == "completed"
-    finally:
-        bundle_mod.write_json_atomic = real_write  # type: ignore[assignment]
-    assert len(calls) == RUN_REPLACEMENTS, calls
-
-
-@pytest.mark.parametrize("crash_at", range(1, RUN_REPLACEMENTS + 1))
-def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(h: Harness,
-                                                                 crash_at: int) -> None:
-    """Die at the n-th atomic file replacement of a new run (creation, and the
-    settling write whose manifest lags its projection): the next claim finishes it."""
-    h.write("three", THREE)
-    run_id = h.launch("three")
-    real_write = bundle_mod.write_json_atomic
-    calls: list[str] = []
-
-    def dying_write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
+    def write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
         calls.append(path.name)
         if len(calls) == crash_at:
             raise Crash(f"while writing {path.name}")
         real_write(path, value, sync=sync, sync_dir=sync_dir)
 
-    bundle_mod.write_json_atomic = dying_write  # type: ignore[assignment]
-    try:
+    monkeypatch.setattr(bundle_mod, "write_json_atomic", write)
+    return calls
+
+
+def test_the_crash_points_below_are_every_replacement_of_a_run(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    h.write("three", THREE)
+    run_id = h.launch("three")
+    calls = _replacements(monkeypatch)
+    assert h.execute(run_id).outcome == "completed"
+    assert len(calls) == RUN_REPLACEMENTS, calls
+
+
+@pytest.mark.parametrize("crash_at", range(1, RUN_REPLACEMENTS + 1))
+def test_a_crash_at_any_write_of_bundle_creation_is_recoverable(
+        h: Harness, monkeypatch: pytest.MonkeyPatch, crash_at: int) -> None:
+    """Die at the n-th atomic file replacement of a new run (creation, and the
+    settling write whose manifest lags its projection): the next claim finishes it."""
+    h.write("three", THREE)
+    run_id = h.launch("three")
+    with monkeypatch.context() as dying:  # the next claim writes for real
+        calls = _replacements(dying, crash_at)
         with pytest.raises(Crash):
             h.execute(run_id)
-    finally:
-        bundle_mod.write_json_atomic = real_write  # type: ignore[assignment]
     out = h.after_crash(run_id)
     assert out.outcome == "completed", (calls, out)
     bundle = h.bundle(run_id)
