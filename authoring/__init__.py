@@ -4,7 +4,7 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definition`` and ``protocol.define`` only and must not import
+``protocol.definitions.graph`` and ``protocol.definitions.define`` only and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .protocol.define import define_workflow
-    from .protocol.definition import (
+    from .protocol.definitions.define import define_workflow
+    from .protocol.definitions.graph import (
         DEFAULT,
         DefinitionError,
         NodeContext,
@@ -56,9 +56,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
-        from .protocol.define import define_workflow as value
+        from .protocol.definitions.define import define_workflow as value
     elif name in __all__:
-        from .protocol import definition
+        from .protocol.definitions import graph as definition
 
         value = getattr(definition, name)
     else:

@@ -2,6 +2,6 @@
 
 import sys
 
-from pi_workflows.supervisor.fastcli import main
+from pi_workflows.supervisor.cli.main import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ store, checks the claim and exits ``CLAIM_LOST``: everything of a boot but
 the first writes):
 a cold spawn with the command line (``protocol.wire.worker_argv``), run
 marker and handed settings the host gives it; the real zygote
-(``supervisor.zygote``) the host keeps, handing the request to its spare
+(``supervisor.procs.zygote``) the host keeps, handing the request to its spare
 (booted while the host was idle) and, with the spare off, forking on
 request; the zygote's own boot and memory; and a bare interpreter and the
 worker's imports for reference.
@@ -26,7 +26,7 @@ import psutil
 from pi_workflows.protocol.settings import project_key
 from pi_workflows.protocol.wire import ForkRequest, marker_value, worker_argv, worker_env
 from pi_workflows.protocol.workerconfig import WorkerConfig
-from pi_workflows.supervisor.zygote import start_zygote
+from pi_workflows.supervisor.procs.zygote import start_zygote
 
 from e2e.harness import poll
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pi_workflows import compute, define_workflow, edge, switch
 from pi_workflows.protocol.bundle import Bundle, BundleWriter
-from pi_workflows.protocol.definition import Workflow, definition_digest
+from pi_workflows.protocol.definitions.graph import Workflow, definition_digest
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.worker.engine import Engine
 

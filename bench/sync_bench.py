@@ -2,7 +2,7 @@
 
 (a) ``sync`` time with ``--runs`` runs in the store (10,000 by default) of
 which ``--changed`` (100) changed since the session's watermark: in-process
-(``supervisor.sync.take``, then ``delivered``: what the command does around
+(``supervisor.session.sync.take``, then ``delivered``: what the command does around
 its printing) and end to end (``pi-workflows sync --json`` as a subprocess,
 next to ``pi-workflows paths --json``, which opens no store: the start-up
 of the interpreter and the CLI).
@@ -55,11 +55,11 @@ from pathlib import Path
 from typing import IO
 
 import psutil
-from pi_workflows.protocol.discovery import discover_for
-from pi_workflows.protocol.launch import prepare_run
+from pi_workflows.protocol.definitions.discovery import discover_for
 from pi_workflows.protocol.store import RunSource, Store
-from pi_workflows.supervisor import sync as catchup
-from pi_workflows.supervisor.cli_sessions import FOLLOW_POLL_S
+from pi_workflows.supervisor.cli.commands.sessions import FOLLOW_POLL_S
+from pi_workflows.supervisor.session import sync as catchup
+from pi_workflows.supervisor.session.launch import prepare_run
 from pi_workflows.worker.runner import execute_claim
 
 from e2e.harness import HarnessError, Project, clean_env

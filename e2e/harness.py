@@ -31,11 +31,11 @@ from typing import IO, Any
 import psutil
 from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.clock import now_ms
-from pi_workflows.protocol.discovery import Catalog, discover_for
-from pi_workflows.protocol.launch import prepare_run
+from pi_workflows.protocol.definitions.discovery import Catalog, discover_for
 from pi_workflows.protocol.settings import Paths, Settings, load_settings, resolve_paths
 from pi_workflows.protocol.store import QueueRow, RunEvent, Store
 from pi_workflows.protocol.wakeup import poke
+from pi_workflows.supervisor.session.launch import prepare_run
 
 PREFIX = "PI_WORKFLOWS_"
 
@@ -317,8 +317,8 @@ class Project:
         # Imported here: the reaper pulls in the supervisor, which only clean-up needs.
         from pi_workflows.protocol.liveness import is_same_process
         from pi_workflows.protocol.settings import project_key
-        from pi_workflows.supervisor.background import find_host
-        from pi_workflows.supervisor.reaper import find_orphans, kill_processes
+        from pi_workflows.supervisor.host.background import find_host
+        from pi_workflows.supervisor.procs.reaper import find_orphans, kill_processes
 
         for host in self.hosts:
             if host.poll() is None:

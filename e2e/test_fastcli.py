@@ -25,7 +25,7 @@ from .test_cli_lifecycle import QUICK, REVIEW
 
 FAST_PROBE = (
     "import sys\n"
-    "from pi_workflows.supervisor.fastcli import main\n"
+    "from pi_workflows.supervisor.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "slow = [m for m in ('typer', 'pydantic', 'pydantic_settings', 'psutil', 'filelock')"
     " if m in sys.modules]\n"
@@ -237,7 +237,7 @@ def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> N
 
 HOST_PROBE = (
     "import sys\n"
-    "from pi_workflows.supervisor.fastcli import main\n"
+    "from pi_workflows.supervisor.cli.main import main\n"
     "code = main(sys.argv[1:])\n"
     "slow = [m for m in ('typer', 'pydantic', 'pydantic_settings') if m in sys.modules]\n"
     "sys.exit(99 if slow else code)\n"

@@ -20,7 +20,7 @@ import pytest
 from pi_workflows.protocol.liveness import is_same_process
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import CONFIG_ENV
-from pi_workflows.supervisor.background import find_host
+from pi_workflows.supervisor.host.background import find_host
 
 from .conftest import HOLD
 from .harness import Project, read_json, wait_for

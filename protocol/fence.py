@@ -11,7 +11,7 @@ The lock is ``flock(2)`` on one stable file per bundle, taken here rather
 than through filelock: a fence is taken about twice per node on the hot
 path, and filelock 4's bookkeeping costs ~280 us per acquire and release
 against ~10 us for the system calls themselves (``bench engine`` shows the
-difference per transition). The host lock (``supervisor.hostlock``) is a
+difference per transition). The host lock (``supervisor.host.lock``) is a
 plain flock for the same kind of reason.
 """
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .bundle import Bundle, BundleWriter
-from .discovery import load_workflow_file
+from .definitions.discovery import load_workflow_file
 from .errors import ClaimLost, TransitionRefused
 from .runstate import ErrorInfo, RunState, ending
 from .states import SETTLED_STATUSES, UNOWNED, QueueState

@@ -61,6 +61,8 @@ UNOWNED: frozenset[QueueState] = frozenset({Q.QUEUED, Q.PARKED})
 
 TERMINAL_STATUSES: frozenset[RunStatus] = frozenset({S.COMPLETED, S.FAILED, S.TIMED_OUT,
                                                      S.CANCELLED})
+# A run that ended without completing (sync and the views word these alike).
+UNSUCCESSFUL_STATUSES: frozenset[RunStatus] = TERMINAL_STATUSES - {S.COMPLETED}
 # A settled bundle is never resumed: its run ended or waits for an answer.
 SETTLED_STATUSES: frozenset[RunStatus] = TERMINAL_STATUSES | {S.WAITING}
 

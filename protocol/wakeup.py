@@ -8,7 +8,7 @@ process take the name first). When that path is too long for a socket
 address, the socket goes into a per-user 0700 directory under the temporary
 directory instead, which the host uses only if it owns it. A poke with no
 host listening is dropped: polling is the fallback. The host's end is
-``supervisor.listener``. Imports nothing from the package.
+``supervisor.host.listener``. Imports nothing from the package.
 """
 
 from __future__ import annotations

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.bundle import Bundle, BundleCorrupt, list_bundles
+from pi_workflows.protocol.definitions.values import OutputError, check_output
 from pi_workflows.protocol.errors import UsageError
 from pi_workflows.protocol.settings import load_settings
 from pi_workflows.protocol.store import Store
-from pi_workflows.protocol.values import OutputError, check_output
 from pi_workflows.protocol.wakeup import MAX_SOCKET_PATH, address, poke
-from pi_workflows.supervisor.cli_options import parse_input
-from pi_workflows.supervisor.listener import Listener
-from pi_workflows.supervisor.reaper import find_orphans
+from pi_workflows.supervisor.cli.options import parse_input
+from pi_workflows.supervisor.host.listener import Listener
+from pi_workflows.supervisor.procs.reaper import find_orphans
 
 pytestmark = pytest.mark.timeout(30)
 

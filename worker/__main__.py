@@ -1,7 +1,25 @@
-"""``python -m pi_workflows.worker``: run one claimed run (started by a runner)."""
+"""``python -m pi_workflows.worker``: a runner starts a worker, or the zygote, this way.
+
+Owns choosing the role from the command line: ``--zygote`` serves forks
+(``worker.zygote``, imported only then), anything else is one claimed run
+(``worker.process``). Nothing imports this module, so the zygote and the
+worker process never import each other through it. Imports
+``protocol.wire`` and those two.
+"""
 
 import sys
 
-from pi_workflows.worker.process import main
+from ..protocol.wire import parse_worker_args
+from .process import run_worker
 
-sys.exit(main())
+
+def main(argv: list[str]) -> int:
+    args = parse_worker_args(argv)
+    if args.zygote is not None:
+        from .zygote import serve_zygote
+
+        return serve_zygote(args)
+    return run_worker(args)
+
+
+sys.exit(main(sys.argv[1:]))

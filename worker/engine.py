@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
 from ..protocol.bundle import BundleCorrupt, BundleWriter
-from ..protocol.definition import (
+from ..protocol.definitions.graph import (
     EFFECT_KINDS,
     CheckpointNode,
     NodeContext,
@@ -28,13 +28,13 @@ from ..protocol.definition import (
     resolve_value,
     snapshot,
 )
+from ..protocol.definitions.routing import RoutingError, next_node, routes_failures
+from ..protocol.definitions.values import OutputError, check_output
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.fence import CancelPending
 from ..protocol.limits import safe_error_message
-from ..protocol.routing import RoutingError, next_node, routes_failures
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
 from ..protocol.states import END_EVENT, SETTLED_STATUSES, Outcome, QueueState, RunStatus
-from ..protocol.values import OutputError, check_output
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore

@@ -38,7 +38,6 @@ from ..protocol.wire import (
     NUDGE_SIGNAL,
     TOKEN_ENV,
     WorkerExit,
-    parse_worker_args,
 )
 from ..protocol.workerconfig import WorkerConfig
 from .control import Control
@@ -241,16 +240,6 @@ def _boot(project: str, booted: Booted | None) -> tuple[WorkerConfig, Store]:
             deadline_s=settings.lease_ms / 1000, on_retry=_log_retry)
     _LOG.config = settings
     return settings, store
-
-
-def main(argv: list[str] | None = None, *, host_pidfd: int | None = None) -> int:
-    """One worker's life; ``host_pidfd`` is given by the zygote that forked it."""
-    args = parse_worker_args(sys.argv[1:] if argv is None else argv)
-    if args.zygote is not None:
-        from .zygote import serve_zygote  # it imports this module
-
-        return serve_zygote(args)
-    return run_worker(args, host_pidfd=host_pidfd)
 
 
 def run_worker(args: argparse.Namespace, *, host_pidfd: int | None = None,

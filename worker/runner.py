@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.bundle import Bundle, BundleCorrupt, BundleExists, BundleWriter
-from ..protocol.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
+from ..protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.settle import settle_bundle

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from ..protocol import discovery
+from ..protocol.definitions import discovery
 from ..protocol.paths import project_key
 from ..protocol.titles import set_title, spare_title
 from ..protocol.wire import CONFIG_ENV, TOKEN_ENV, ForkRequest, forked_worker_args

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from typing import Any, Protocol
 
-from ..protocol.definition import (
+from ..protocol.definitions.graph import (
     ActionNode,
     AgentNode,
     ComputeNode,

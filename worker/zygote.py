@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from ..protocol import discovery
+from ..protocol.definitions import discovery
 from ..protocol.limits import validate_run_id
 from ..protocol.paths import project_key
 from ..protocol.store.db import expected_layout

@@ -5,7 +5,7 @@ runs linked by ``parent_run_id`` or ``forked_from``: continuations, forks), the 
 whether a chain may go (``blocker``), and deleting a chain's rows from every
 table in one transaction that checks the rule again (``remove_chain``), so a
 run that changed or gained a child meanwhile is never deleted. Bundles are
-the caller's (``supervisor.gc``). Does not import sqlite3.
+the caller's (``supervisor.maint.gc``). Does not import sqlite3.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Owns the ``pi-workflows host`` children of a drill. A host is ready when the
 host lock file names that very pid with ``ready`` (as scripts are told to
 wait in docs/host.md); it is found again through the lock file, proven by
-pid and process start time (``supervisor.background.find_host``). One lock
+pid and process start time (``supervisor.host.background.find_host``). One lock
 serialises the drill's own threads. Imports ``protocol`` and
-``supervisor.background``; never the worker.
+``supervisor.host.background``; never the worker.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...protocol.spawn import Popen, TimeoutExpired
-from ..background import find_host
+from ..host.background import find_host
 from .scratch import Scratch
 
 CONCURRENCY = "3"

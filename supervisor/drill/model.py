@@ -12,8 +12,10 @@ steps through the real Pi without any network; ``e2e/scripted_model.py``
 re-exports it for the unit tests, the e2e drills and the bench. This module
 is the scripting API (``ScriptedModel``, ``Request``, ``message_text``; the
 reply kinds are ``model_replies``, re-exported here); the HTTP side is
-``model_http``, the stream's encoding ``model_sse``. Imports the standard
-library and those modules only (never the worker).
+``model_http``, the stream's encoding ``model_sse``, the request log's
+record ``model_log`` (with ``ModelBackend``, the calls the HTTP side makes on
+this class). Imports the standard library and those modules only (never the
+worker); none of them imports this one.
 
 Scripting a conversation
 ------------------------
@@ -66,65 +68,18 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from .model_http import COMPLETIONS_PATH, MODELS_PATH, SECRET_HEADERS, WAKE_S, _Server
+from .model_http import COMPLETIONS_PATH, MODELS_PATH, SECRET_HEADERS, WAKE_S, ModelServer
+from .model_log import Request, message_text
 from .model_replies import Close, HttpError, Reply, Stall, Text, ToolCall, ToolCalls, call
 
 __all__ = ["COMPLETIONS_PATH", "MODELS_PATH", "SECRET_HEADERS", "WAKE_S", "Close", "HttpError",
            "Reply", "Request", "Script", "ScriptedModel", "Stall", "Text", "ToolCall",
            "ToolCalls", "call", "message_text"]
 
-Script = Iterable[Reply] | Callable[["Request"], Reply | None]
-
-
-@dataclass
-class Request:
-    """One request as the server received it, and how it was answered."""
-
-    index: int  # 0-based, over every request the server received
-    method: str
-    path: str
-    headers: dict[str, str]  # lower-cased names, credentials left out
-    body: Any  # the parsed JSON body; None without one
-    received_at: float  # time.monotonic()
-    reply: str = ""  # what answered it: "Text", "ToolCalls", "HttpError(500)", "exhausted", ...
-    outcome: str = ""  # how the answer ended: "complete", "disconnected", "reset", ...
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        body = self.body if isinstance(self.body, dict) else {}
-        return list(body.get("messages") or [])
-
-    @property
-    def tools(self) -> list[dict[str, Any]]:
-        body = self.body if isinstance(self.body, dict) else {}
-        return list(body.get("tools") or [])
-
-    @property
-    def tool_names(self) -> list[str]:
-        return [str(tool.get("function", {}).get("name")) for tool in self.tools]
-
-    def texts(self, role: str) -> list[str]:
-        """The text of every message with ``role``, in order."""
-        return [message_text(m) for m in self.messages if m.get("role") == role]
-
-    def describe(self) -> str:
-        return f"#{self.index} {self.method} {self.path} -> {self.reply or '?'}" \
-               f" ({self.outcome or 'unfinished'})"
-
-
-def message_text(message: Mapping[str, Any]) -> str:
-    """A chat message's text: its string content, or its text parts joined."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content
-                       if isinstance(part, dict) and part.get("type") == "text")
-    return ""
+Script = Iterable[Reply] | Callable[[Request], Reply | None]
 
 
 class ScriptedModel:
@@ -143,8 +98,8 @@ class ScriptedModel:
             self._queue.extend(script)
         self._requests: list[Request] = []
         self._problems: list[str] = []
-        self._stopping = threading.Event()
-        self._httpd: _Server | None = None
+        self.stopping = threading.Event()
+        self._httpd: ModelServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --
@@ -152,7 +107,7 @@ class ScriptedModel:
     def start(self) -> ScriptedModel:
         if self._httpd is not None:
             raise RuntimeError("ScriptedModel already started")
-        self._httpd = _Server((self._host, 0), self)
+        self._httpd = ModelServer((self._host, 0), self)
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": WAKE_S},
                                         name=f"scripted-model:{self.port}", daemon=True)
@@ -167,14 +122,15 @@ class ScriptedModel:
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
-        self._stopping.set()  # wakes delays and stalls
+        self.stopping.set()  # wakes delays and stalls
         httpd.shutdown()
         httpd.server_close()
         left = httpd.close_connections(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
         if left:
-            self._problem(f"{left} connection handler(s) still running {timeout:g} s after stop")
+            self.record_problem(f"{left} connection handler(s) still running {timeout:g} s"
+                                " after stop")
 
     def __enter__(self) -> ScriptedModel:
         return self.start()
@@ -193,7 +149,7 @@ class ScriptedModel:
         """What Pi's ``models.json`` needs as ``baseUrl``."""
         return f"http://{self._host}:{self.port}/v1"
 
-    # -- the script --
+    # -- the script (``next_reply`` and the recording calls below are ``ModelBackend``) --
 
     def add(self, *replies: Reply) -> None:
         """Append replies to a queue script."""
@@ -208,7 +164,7 @@ class ScriptedModel:
         with self._lock:
             return len(self._queue)
 
-    def _next_reply(self, request: Request) -> Reply | None:
+    def next_reply(self, request: Request) -> Reply | None:
         if self._function is not None:
             return self._function(request)
         with self._lock:
@@ -272,7 +228,7 @@ class ScriptedModel:
         lines = [r.describe() for r in self.requests]
         return "\n".join(lines) if lines else "(no requests)"
 
-    def _record(self, method: str, path: str, headers: dict[str, str], body: Any) -> Request:
+    def log_request(self, method: str, path: str, headers: dict[str, str], body: Any) -> Request:
         with self._lock:
             request = Request(len(self._requests), method, path, headers, body,
                               time.monotonic())
@@ -280,17 +236,17 @@ class ScriptedModel:
             self._lock.notify_all()
         return request
 
-    def _chosen(self, request: Request, reply: str) -> None:
+    def mark_chosen(self, request: Request, reply: str) -> None:
         """Name the reply before it is sent: a client may look as soon as it has it."""
         with self._lock:
             request.reply = reply
 
-    def _finish(self, request: Request, reply: str, outcome: str) -> None:
+    def mark_finished(self, request: Request, reply: str, outcome: str) -> None:
         with self._lock:
             request.reply, request.outcome = reply, outcome
             self._lock.notify_all()
 
-    def _problem(self, text: str) -> None:
+    def record_problem(self, text: str) -> None:
         with self._lock:
             self._problems.append(text)
             self._lock.notify_all()

@@ -1,14 +1,14 @@
 """The scripted model's HTTP side: the server thread's sockets and the handler.
 
-Owns ``_Server`` (a threading HTTP server that keeps each connection's socket
+Owns ``ModelServer`` (a threading HTTP server that keeps each connection's socket
 and thread so ``ScriptedModel.stop`` can end them) and ``_Handler`` (routing of
 ``GET /v1/models`` and ``POST /v1/chat/completions``, the request log entry
 without credentials, plain and refused answers, and playing each reply kind:
 delays, stalls, resets), with the paths and headers they go by. The script,
-the log and the problems stay with ``ScriptedModel``; the handler calls its
-private recording methods. Imports the standard library, ``model_replies`` and
-``model_sse``; ``model`` (which imports this module) for type names only;
-never the worker.
+the log and the problems stay with ``ScriptedModel``; the handler reaches
+them through ``model_log.ModelBackend``. Imports the standard library,
+``model_replies``, ``model_log`` and ``model_sse``; never ``model`` or the
+worker.
 """
 
 from __future__ import annotations
@@ -24,13 +24,11 @@ import time
 import traceback
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .model_log import ModelBackend, Request
 from .model_replies import Close, HttpError, Reply, Stall, Text, ToolCalls
-from .model_sse import _Disconnected, _Stream
-
-if TYPE_CHECKING:
-    from .model import Request, ScriptedModel
+from .model_sse import Disconnected, EventStream
 
 COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -42,13 +40,13 @@ SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "api-key", "
 WAKE_S = 0.05
 
 
-class _Server(ThreadingHTTPServer):
+class ModelServer(ThreadingHTTPServer):
     """The HTTP server, keeping each connection's socket and thread so ``stop`` can end them."""
 
     daemon_threads = True
     block_on_close = False  # close_connections joins with a deadline instead
 
-    def __init__(self, address: tuple[str, int], model: ScriptedModel) -> None:
+    def __init__(self, address: tuple[str, int], model: ModelBackend) -> None:
         self.model = model
         self._conns: dict[threading.Thread, socket.socket] = {}
         self._conns_lock = threading.Lock()
@@ -73,7 +71,7 @@ class _Server(ThreadingHTTPServer):
         # handler is this module's bug: make the test see it instead of stderr.
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
-        self.model._problem(f"handler error: {traceback.format_exc(limit=5)}")
+        self.model.record_problem(f"handler error: {traceback.format_exc(limit=5)}")
 
     def close_connections(self, timeout: float) -> int:
         """Shut down every open connection, join its thread; how many are left running."""
@@ -90,13 +88,13 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: ModelServer
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the request log is the record; stderr noise would only hide failures
 
     @property
-    def model(self) -> ScriptedModel:
+    def model(self) -> ModelBackend:
         return self.server.model
 
     # -- routing --
@@ -107,7 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, {"object": "list", "data": [
                 {"id": self.model.model_id, "object": "model", "created": 0,
                  "owned_by": "scripted"}]})
-            self.model._finish(request, "models", "complete")
+            self.model.mark_finished(request, "models", "complete")
             return
         self._refuse(request, 404, f"no route for GET {self.path}")
 
@@ -131,7 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(request, 400, f"request #{request.index} is not a streaming chat"
                          " completion (the scripted model only streams)")
             return
-        reply = self.model._next_reply(request)
+        reply = self.model.next_reply(request)
         if reply is None:
             self._refuse(request, 500, f"script exhausted: request #{request.index}"
                          f" ({len(request.messages)} messages) has no scripted reply",
@@ -139,8 +137,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._answer(request, reply)
-        except _Disconnected:
-            self.model._finish(request, type(reply).__name__, "disconnected")
+        except Disconnected:
+            self.model.mark_finished(request, type(reply).__name__, "disconnected")
 
     # -- reading and logging --
 
@@ -153,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _log(self, body: Any) -> Request:
         headers = {k.lower(): v for k, v in self.headers.items()
                    if k.lower() not in SECRET_HEADERS}
-        return self.model._record(self.command, self.path, headers, body)
+        return self.model.log_request(self.command, self.path, headers, body)
 
     # -- plain responses --
 
@@ -172,16 +170,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             self.wfile.flush()
         except OSError as err:
-            raise _Disconnected from err
+            raise Disconnected from err
         self.close_connection = True
 
     def _refuse(self, request: Request, status: int, text: str, reply: str = "") -> None:
         """An answer that is a problem on the server's side: recorded, and said plainly."""
-        self.model._problem(f"{request.describe().split(' -> ')[0]}: {text}")
-        with contextlib.suppress(_Disconnected):
+        self.model.record_problem(f"{request.describe().split(' -> ')[0]}: {text}")
+        with contextlib.suppress(Disconnected):
             self._json(status, {"error": {"message": f"scripted model: {text}",
                                           "type": "scripted_model_error"}})
-        self.model._finish(request, reply or f"refused({status})", "complete")
+        self.model.mark_finished(request, reply or f"refused({status})", "complete")
 
     # -- scripted answers --
 
@@ -194,25 +192,25 @@ class _Handler(BaseHTTPRequestHandler):
                 if isinstance(reply, Stall):
                     reply.outcome = waited
                     reply._done.set()
-                self.model._finish(request, name, waited)
+                self.model.mark_finished(request, name, waited)
                 return
         if isinstance(reply, HttpError):
-            self.model._chosen(request, f"HttpError({reply.status})")
+            self.model.mark_chosen(request, f"HttpError({reply.status})")
             self._plain(reply.status, reply.payload(),
                         {"Content-Type": "application/json", **reply.headers})
-            self.model._finish(request, f"HttpError({reply.status})", "complete")
+            self.model.mark_finished(request, f"HttpError({reply.status})", "complete")
             return
         if isinstance(reply, Close):
             if reply.headers:
-                stream = _Stream(self, request, self.model.model_id)
+                stream = EventStream(self, request, self.model.model_id)
                 stream.begin()
                 for delta in reply.deltas:
                     stream.content(delta)
             self._reset()
-            self.model._finish(request, name, "reset")
+            self.model.mark_finished(request, name, "reset")
             return
-        self.model._chosen(request, name)
-        stream = _Stream(self, request, self.model.model_id)
+        self.model.mark_chosen(request, name)
+        stream = EventStream(self, request, self.model.model_id)
         stream.begin()
         if isinstance(reply, Text):
             for delta in reply.deltas:
@@ -229,13 +227,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         else:  # pragma: no cover - the Reply union is closed
             raise TypeError(f"not a reply: {reply!r}")
-        self.model._finish(request, name, "complete")
+        self.model.mark_finished(request, name, "complete")
 
-    def _stall(self, request: Request, stream: _Stream, stall: Stall) -> None:
+    def _stall(self, request: Request, stream: EventStream, stall: Stall) -> None:
         try:
             for delta in stall.before:
                 stream.content(delta)
-        except _Disconnected:
+        except Disconnected:
             stall.outcome = "disconnected"
             stall._done.set()
             raise
@@ -247,14 +245,14 @@ class _Handler(BaseHTTPRequestHandler):
                 for delta in stall.after:
                     stream.content(delta)
                 stream.end("stop", None)
-                self.model._finish(request, "Stall", "released")
+                self.model.mark_finished(request, "Stall", "released")
             elif stall.outcome == "disconnected":
-                self.model._finish(request, "Stall", "disconnected")
+                self.model.mark_finished(request, "Stall", "disconnected")
             else:
-                self.model._problem(f"request #{request.index}: stall ended by {stall.outcome}"
-                                    " without a release or a disconnect")
+                self.model.record_problem(f"request #{request.index}: stall ended by"
+                                          f" {stall.outcome} without a release or a disconnect")
                 self._reset()
-                self.model._finish(request, "Stall", stall.outcome)
+                self.model.mark_finished(request, "Stall", stall.outcome)
         finally:
             stall._done.set()
 
@@ -266,7 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             if event is not None and event.is_set():
                 return "set"
-            if self.model._stopping.is_set():
+            if self.model.stopping.is_set():
                 return "stopped"
             left = deadline - time.monotonic()
             if left <= 0:
@@ -279,7 +277,7 @@ class _Handler(BaseHTTPRequestHandler):
                 gone = True
             if gone:
                 # stop() shuts our socket down too: that is the server stopping.
-                return "stopped" if self.model._stopping.is_set() else "disconnected"
+                return "stopped" if self.model.stopping.is_set() else "disconnected"
 
     def _reset(self) -> None:
         """Drop the connection with a TCP reset (SO_LINGER 0), no orderly end."""

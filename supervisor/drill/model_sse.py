@@ -1,12 +1,12 @@
 """The scripted model's event stream: one streamed chat completion on the wire.
 
-Owns ``_Stream`` (the ``text/event-stream`` response of ``chat.completion.chunk``
+Owns ``EventStream`` (the ``text/event-stream`` response of ``chat.completion.chunk``
 objects in a chunked HTTP body, the way Pi's ``openai-completions`` provider
 reads it: role, text or ``tool_calls`` deltas, the ``finish_reason`` chunk, a
 usage chunk, ``data: [DONE]``), the splitting of tool-call arguments into
-pieces, and ``_Disconnected`` (the client went away while we wrote). Imports
-the standard library and ``model_replies``; ``model`` (which imports this
-module through ``model_http``) for type names only; never the worker.
+pieces, and ``Disconnected`` (the client went away while we wrote). Imports
+the standard library, ``model_replies`` and ``model_log``; never ``model``
+or the worker.
 """
 
 from __future__ import annotations
@@ -14,19 +14,17 @@ from __future__ import annotations
 import json
 import time
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .model_log import Request
 from .model_replies import ToolCall
 
-if TYPE_CHECKING:
-    from .model import Request
 
-
-class _Disconnected(Exception):
+class Disconnected(Exception):
     """The client went away while we were writing or waiting."""
 
 
-class _Stream:
+class EventStream:
     """One SSE response of ``chat.completion.chunk`` objects in a chunked HTTP body."""
 
     def __init__(self, handler: BaseHTTPRequestHandler, request: Request,
@@ -50,7 +48,7 @@ class _Stream:
             h.send_header("Connection", "close")
             h.end_headers()
         except OSError as err:
-            raise _Disconnected from err
+            raise Disconnected from err
         h.close_connection = True
         self._chunk({"role": "assistant", "content": ""})
 
@@ -95,7 +93,7 @@ class _Stream:
             self._handler.wfile.write(frame)
             self._handler.wfile.flush()
         except OSError as err:
-            raise _Disconnected from err
+            raise Disconnected from err
 
 
 def _split(text: str, pieces: int) -> list[str]:

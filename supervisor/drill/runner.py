@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol.bundle import Bundle
-from ...protocol.states import TERMINAL, QueueState
+from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState
 from ...protocol.store import QueueRow, Store
 from .checker import Violation, check
 from .durable import collect, marked_processes
@@ -124,8 +124,8 @@ class Drill:
             self.watermarks[session] = max(seq, self.watermarks.get(session, 0))
         for run in durable.runs.values():
             if run.row and run.row["state"] in TERMINAL and run.run_id not in bad \
-                    and run.state is not None and run.state.get("status") in (
-                        "completed", "failed", "timed_out", "cancelled"):
+                    and run.state is not None \
+                    and run.state.get("status") in TERMINAL_STATUSES:
                 self.good.add(run.run_id)
 
     def _unsettled(self) -> set[str]:
@@ -273,7 +273,7 @@ class Drill:
             proc.wait()
         if self.model is not None:
             self.model.stop()
-        from ..reaper import kill_processes
+        from ..procs.reaper import kill_processes
 
         kill_processes([__import__("psutil").Process(p["pid"])
                         for p in marked_processes(self.scratch.root)], timeout=5)

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol.definition import NodeContext
+from pi_workflows.protocol.definitions.graph import NodeContext
 
 
 def make_ctx(**overrides: Any) -> NodeContext:

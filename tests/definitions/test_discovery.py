@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pi_workflows.protocol.discovery import (
+from pi_workflows.protocol.definitions.discovery import (
     Catalog,
     WorkflowLoadError,
     discover,

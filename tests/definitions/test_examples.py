@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pi_workflows.protocol.definition import definition_digest
-from pi_workflows.protocol.discovery import load_workflow_file
-from pi_workflows.protocol.routing import next_node, routes_failures
-from pi_workflows.protocol.values import apply_input
+from pi_workflows.protocol.definitions.discovery import load_workflow_file
+from pi_workflows.protocol.definitions.graph import definition_digest
+from pi_workflows.protocol.definitions.routing import next_node, routes_failures
+from pi_workflows.protocol.definitions.values import apply_input
 
 from ._helpers import make_ctx
 

@@ -1,4 +1,10 @@
-"""The definition modules import each other in one direction only (no cycle)."""
+"""The definition modules import each other in one direction only, and never lazily.
+
+``[tool.importlinter]`` holds the layers of ``protocol.definitions``; this
+test holds the exact imports of each module of the chain (the definitions
+and the leaves of ``protocol`` under them), and that none hides inside a
+function, which is how a cycle was dodged before.
+"""
 
 from __future__ import annotations
 
@@ -7,46 +13,46 @@ from pathlib import Path
 
 PROTOCOL = Path(__file__).resolve().parents[2] / "protocol"
 
-# Each module and the package modules it may import, lowest layer first.
+# Each module (dotted, under protocol) and the protocol modules it may import.
 LAYERS: dict[str, set[str]] = {
     "jsonenc": set(),
     "states": {"errors"},
-    "definition": {"errors", "jsonenc"},
-    "routing": {"definition", "errors", "states"},
-    "values": {"definition", "errors"},
     "commands": set(),
-    "validation": {"commands", "definition", "routing"},
-    "define": {"definition", "validation"},
+    "definitions.graph": {"errors", "jsonenc"},
+    "definitions.routing": {"definitions.graph", "errors", "states"},
+    "definitions.values": {"definitions.graph", "errors"},
+    "definitions.validation": {"commands", "definitions.graph", "definitions.routing"},
+    "definitions.define": {"definitions.graph", "definitions.validation"},
 }
 
 
-def package_imports(module: str) -> set[str]:
-    """Every ``protocol`` module ``module`` imports, at any depth of its code."""
-    tree = ast.parse((PROTOCOL / f"{module}.py").read_text())
+def _imports(module: str, *, top_level_only: bool) -> set[str]:
+    """The ``protocol`` modules ``module`` imports (at module level, or anywhere)."""
+    path = PROTOCOL.joinpath(*module.split(".")).with_suffix(".py")
+    tree = ast.parse(path.read_text())
+    package = module.split(".")[:-1]
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
     found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module is None:
-                found.update(alias.name for alias in node.names)
-            else:
-                found.add(node.module.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            assert not node.module.startswith("pi_workflows"), (module, node.module)
+    for node in nodes:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0:
+            assert not (node.module or "").startswith("pi_workflows"), (module, node.module)
+            continue
+        base = package[: len(package) - (node.level - 1)]
+        if node.module is None:
+            found.update(".".join([*base, alias.name]) for alias in node.names)
+        else:
+            found.add(".".join([*base, node.module]))
     return found
-
-
-def top_level_imports(module: str) -> set[str]:
-    tree = ast.parse((PROTOCOL / f"{module}.py").read_text())
-    return {node.module.split(".")[0] for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
 
 
 def test_each_definition_module_imports_only_the_layers_below_it() -> None:
     for module, allowed in LAYERS.items():
-        assert package_imports(module) == allowed, module
+        assert _imports(module, top_level_only=False) == allowed, module
 
 
 def test_no_import_hides_inside_a_function() -> None:
-    # A lazy import is how a cycle was dodged before; every import is at module level.
     for module in LAYERS:
-        assert top_level_imports(module) == package_imports(module), module
+        assert _imports(module, top_level_only=True) == _imports(module,
+                                                                 top_level_only=False), module

@@ -19,7 +19,7 @@ from pi_workflows import (
     snapshot,
     switch,
 )
-from pi_workflows.protocol.definition import (
+from pi_workflows.protocol.definitions.graph import (
     SNAPSHOT_SCHEMA,
     DefinitionError,
     outgoing,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from pi_workflows import compute, define_workflow, edge, notify, shell, switch
-from pi_workflows.protocol.routing import (
+from pi_workflows.protocol.definitions.routing import (
     RoutingError,
     next_node,
     parse_path,

@@ -20,9 +20,9 @@ from pi_workflows import (
     switch,
 )
 from pi_workflows.protocol.commands import COMMAND_WORDS
+from pi_workflows.protocol.definitions.routing import next_node
+from pi_workflows.protocol.definitions.values import OutputError, apply_input, check_output
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.protocol.routing import next_node
-from pi_workflows.protocol.values import OutputError, apply_input, check_output
 
 
 def fn(ctx: Any) -> dict[str, int]:

@@ -27,10 +27,10 @@ from typing import Any
 
 from pi_workflows.protocol.bundle import Bundle, BundleWriter
 from pi_workflows.protocol.clock import now_ms
-from pi_workflows.protocol.definition import Workflow, definition_digest
-from pi_workflows.protocol.discovery import discover
-from pi_workflows.protocol.launch import prepare_continuation, prepare_run
+from pi_workflows.protocol.definitions.discovery import discover
+from pi_workflows.protocol.definitions.graph import Workflow, definition_digest
 from pi_workflows.protocol.store import QueueRow, RunSource, Store
+from pi_workflows.supervisor.session.launch import prepare_continuation, prepare_run
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import RunOutcome, execute_claim

@@ -20,13 +20,13 @@ from pi_workflows.protocol.bundle import (
     list_bundles,
     scan_trace,
 )
-from pi_workflows.protocol.discovery import discover
+from pi_workflows.protocol.definitions.discovery import discover
 from pi_workflows.protocol.errors import LimitError, UsageError
 from pi_workflows.protocol.jsonenc import compact_json
-from pi_workflows.protocol.launch import prepare_run
 from pi_workflows.protocol.limits import validate_run_id
 from pi_workflows.protocol.runid import new_run_id
 from pi_workflows.protocol.store import Store
+from pi_workflows.supervisor.session.launch import prepare_run
 from pi_workflows.worker.control import Control
 
 from ._helpers import SOURCE, Direct, Harness, assert_well_formed

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pi_workflows.protocol.errors import ConflictError, UsageError
-from pi_workflows.protocol.launch import prepare_continuation
+from pi_workflows.supervisor.session.launch import prepare_continuation
 from pi_workflows.worker.control import Control
 
 from ._helpers import Harness, assert_well_formed, bundle_bytes, types_of

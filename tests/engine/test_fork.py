@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.protocol.fork import carry, failed_node, fork_run
 from pi_workflows.protocol.store import QueueRow
+from pi_workflows.supervisor.session.fork import carry, failed_node, fork_run
 
 from ._helpers import Harness, assert_well_formed, bundle_bytes, file_lines, types_of
 

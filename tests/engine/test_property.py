@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pi_workflows import compute, define_workflow, edge, switch
-from pi_workflows.protocol.definition import Workflow
+from pi_workflows.protocol.definitions.graph import Workflow
 from pi_workflows.protocol.store import Store
 from pi_workflows.worker.control import Control
 

@@ -11,7 +11,7 @@ import pytest
 from pi_workflows import compute, define_workflow
 from pi_workflows.protocol import bundle as bundle_mod
 from pi_workflows.protocol.bundle import BundleWriter
-from pi_workflows.protocol.discovery import load_workflow_file
+from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.store import Store
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine, ResumeRefused, SourceChanged

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.liveness import process_start_time
 from pi_workflows.protocol.paths import Paths
-from pi_workflows.supervisor.background import (
+from pi_workflows.supervisor.host.background import (
     HostDidNotStart,
     HostDidNotStop,
     _reason,

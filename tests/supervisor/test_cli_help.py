@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import typer
-from pi_workflows.supervisor.cli import app, main
+from pi_workflows.supervisor.cli.app import app, main
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.errors import LimitError, UsageError
 from pi_workflows.protocol.limits import MAX_PRIVATE_INPUT_BYTES
-from pi_workflows.supervisor.cli_options import json_input, parse_input, session_id
+from pi_workflows.supervisor.cli.options import json_input, parse_input, session_id
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 from pi_workflows.protocol.commands import COMMAND_WORDS
-from pi_workflows.supervisor.cli import app
+from pi_workflows.supervisor.cli.app import app
 
 
 def test_command_words_are_exactly_the_cli_commands() -> None:

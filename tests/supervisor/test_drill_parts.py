@@ -54,7 +54,7 @@ def test_the_seed_fixes_the_faults_it_asks_for() -> None:
 
 
 def test_every_workflow_file_defines_a_valid_workflow(tmp_path: Path) -> None:
-    from pi_workflows.protocol.discovery import load_workflow_file
+    from pi_workflows.protocol.definitions.discovery import load_workflow_file
 
     for name, text in WORKFLOWS.items():
         path = tmp_path / f"{name}.workflow.py"

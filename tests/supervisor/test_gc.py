@@ -15,7 +15,7 @@ from pi_workflows.protocol.errors import ExitCode, UsageError
 from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
-from pi_workflows.supervisor.gc import Report, collect_garbage, parse_duration
+from pi_workflows.supervisor.maint.gc import Report, collect_garbage, parse_duration
 
 from ..conftest import FakeClock
 from ..store._helpers import all_rows, put_in_state

@@ -17,9 +17,9 @@ from pi_workflows.protocol.fence import bundle_lock
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim, RunSource, Store
 from pi_workflows.protocol.wire import WorkerExit
-from pi_workflows.supervisor.host import Host
-from pi_workflows.supervisor.lockholders import Holder
-from pi_workflows.supervisor.workers import EDGES, Phase, PhaseError, WorkerHandle
+from pi_workflows.supervisor.host.loop import Host
+from pi_workflows.supervisor.procs.lockholders import Holder
+from pi_workflows.supervisor.procs.workers import EDGES, Phase, PhaseError, WorkerHandle
 
 from ..conftest import FakeClock
 

@@ -17,14 +17,14 @@ from pi_workflows.protocol.liveness import process_start_time
 from pi_workflows.protocol.processes import PROCESSES_SCHEMA
 from pi_workflows.protocol.wakeup import poke
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
-from pi_workflows.supervisor.hostlock import HostLock, HostLockHeld
-from pi_workflows.supervisor.listener import Listener
-from pi_workflows.supervisor.reaper import find_orphans, kill_processes
+from pi_workflows.supervisor.host.listener import Listener
+from pi_workflows.supervisor.host.lock import HostLock, HostLockHeld
+from pi_workflows.supervisor.procs.reaper import find_orphans, kill_processes
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from pi_workflows.supervisor.hostlock import HostLock
+    from pi_workflows.supervisor.host.lock import HostLock
     HostLock(Path(sys.argv[1])).acquire("runner-child")
     print("held", flush=True)
     time.sleep(60)

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from pi_workflows.protocol.bundle import Bundle
-from pi_workflows.supervisor.steplogs import INTERRUPTED, read_steps
-from pi_workflows.supervisor.watch import TraceFollower
-from pi_workflows.supervisor.wording import duration_text, error_text, person_text
+from pi_workflows.supervisor.views.follower import TraceFollower
+from pi_workflows.supervisor.views.steplogs import INTERRUPTED, read_steps
+from pi_workflows.supervisor.views.wording import duration_text, error_text, person_text
 from rich.console import Console
 
 ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -61,7 +61,7 @@ class Clock:
 
 
 def _view(clock: Clock) -> tuple[Any, io.StringIO]:
-    from pi_workflows.supervisor.live import LiveView
+    from pi_workflows.supervisor.views.live import LiveView
 
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, force_interactive=True, width=100,
@@ -191,7 +191,7 @@ def test_plain_words() -> None:
                                               " ran and may or may not have taken effect; it"
                                               " is not marked idempotent, so it was not run"
                                               " again [effect_indeterminate]")
-    from pi_workflows.supervisor.live import _clean
+    from pi_workflows.supervisor.views.live import _clean
 
     # A progress bar and colours stay out of the view's layout; a CRLF line stays.
     assert _clean("10%\r50%\r\x1b[32mdone\x1b[0m\x07 ok") == "done ok"
@@ -201,7 +201,8 @@ def test_plain_words() -> None:
 @pytest.mark.timeout(60)
 def test_the_cli_starts_without_rich_and_a_pipe_gets_the_plain_view() -> None:
     code = ("import sys\n"
-            "from pi_workflows.supervisor import cli, runview\n"
+            "from pi_workflows.supervisor.cli import app\n"
+            "from pi_workflows.supervisor.views import runview\n"
             "from pathlib import Path\n"
             "with runview.terminal_view(print, project=Path('.')) as view:\n"
             "    kind = type(view).__name__\n"

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from pi_workflows.supervisor.lockholders import bundle_lock_holders, flock_holders
+from pi_workflows.supervisor.procs.lockholders import bundle_lock_holders, flock_holders
 
 pytestmark = [pytest.mark.timeout(30),
               pytest.mark.skipif(not Path("/proc/locks").exists(), reason="Linux /proc/locks")]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.errors import TransitionRefused
 from pi_workflows.protocol.store import RunSource, Store
-from pi_workflows.supervisor import sync
-from pi_workflows.supervisor.cli_piext import EXTENSION
-from pi_workflows.supervisor.cli_sessions import stdin_lifeline
+from pi_workflows.supervisor.cli.commands.piext import EXTENSION
+from pi_workflows.supervisor.cli.commands.sessions import stdin_lifeline
+from pi_workflows.supervisor.session import sync
 
 from ..conftest import FakeClock
 
@@ -38,7 +38,7 @@ def test_pi_extension_prints_the_shipped_file() -> None:
     assert EXTENSION.is_file() and EXTENSION.is_absolute()
     assert "export default function" in EXTENSION.read_text()
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert "piext/*.ts" in data["tool"]["setuptools"]["package-data"]["pi_workflows.supervisor"]
+    assert "*.ts" in data["tool"]["setuptools"]["package-data"]["pi_workflows.supervisor.piext"]
 
 
 @pytest.fixture

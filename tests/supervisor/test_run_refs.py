@@ -8,9 +8,9 @@ import pytest
 from pi_workflows.protocol.errors import LimitError, NotFound, UsageError
 from pi_workflows.protocol.settings import Paths
 from pi_workflows.protocol.store import Store
-from pi_workflows.supervisor.listing import check_state, grouped, listing_lines, select
-from pi_workflows.supervisor.runref import SHOWN_MATCHES, resolve_run
-from pi_workflows.supervisor.views import chain, status_with_chain
+from pi_workflows.supervisor.views.listing import check_state, grouped, listing_lines, select
+from pi_workflows.supervisor.views.runref import SHOWN_MATCHES, resolve_run
+from pi_workflows.supervisor.views.status import chain, status_with_chain
 
 from ..conftest import FakeClock
 from ..store._helpers import SOURCE, put_in_state

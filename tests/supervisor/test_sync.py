@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.store import RunSource, Store
-from pi_workflows.supervisor import sync
+from pi_workflows.supervisor.session import sync
 
 from ..conftest import FakeClock
 

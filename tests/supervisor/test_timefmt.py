@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.supervisor.timefmt import ago, duration, parse_duration
+from pi_workflows.supervisor.views.timefmt import ago, duration, parse_duration
 
 pytestmark = pytest.mark.timeout(10)
 

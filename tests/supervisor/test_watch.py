@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pi_workflows.supervisor.watch import describe
+from pi_workflows.supervisor.views.follower import describe
 
 
 def _event(kind: str, payload: dict[str, object], node: str | None = None) -> dict[str, object]:
@@ -35,7 +35,7 @@ def test_watch_returns_when_the_queue_ended_a_run_whose_bundle_is_missing(
         tmp_path: Path) -> None:
     from pi_workflows.protocol.errors import ExitCode
     from pi_workflows.protocol.store import RunSource, Store
-    from pi_workflows.supervisor.watch import watch
+    from pi_workflows.supervisor.views.watch import watch
 
     with Store(tmp_path / "store.sqlite3") as store:
         store.enqueue_detached("r1", RunSource("w", "/w.py", "ab" * 32, "sha256:x"), {})

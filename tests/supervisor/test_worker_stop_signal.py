@@ -21,8 +21,8 @@ import pytest
 from pi_workflows.protocol.spawn import PIPE, Popen, spawn
 from pi_workflows.protocol.states import QueueState
 from pi_workflows.protocol.store import Claim
-from pi_workflows.supervisor.workers import Child, WorkerHandle
-from pi_workflows.supervisor.zygote import ForkedChild
+from pi_workflows.supervisor.procs.workers import Child, WorkerHandle
+from pi_workflows.supervisor.procs.zygote import ForkedChild
 
 # Leads its own group (spawn gives it a session), keeps a child in that group, waits.
 WORKER = """

@@ -15,8 +15,8 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.wire import ForkRequest, WorkerExit
-from pi_workflows.supervisor.host import SPAWN_RETRY_S, Host
-from pi_workflows.supervisor.zygote import RESTART_PAUSE_S, ForkUncertain, ZygoteFailed
+from pi_workflows.supervisor.host.loop import SPAWN_RETRY_S, Host
+from pi_workflows.supervisor.procs.zygote import RESTART_PAUSE_S, ForkUncertain, ZygoteFailed
 
 from ..conftest import FakeClock
 from .test_host_loop import FakeMonotonic, FakeOs, FakeProc, _enqueue

@@ -1,0 +1,114 @@
+"""The conversation commands: ``chat RUN`` and ``export RUN``.
+
+Owns opening a run's Pi conversation (the session file Pi wrote in the
+run's bundle) in an interactive Pi, in the project directory, so a person
+continues it like any Pi session; and exporting it as HTML with Pi's own
+``--export``. A conversation has one writer: ``chat`` refuses while the run
+executes. ``register(app)`` adds the commands. Never imports the worker.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ....protocol.bundle import Bundle
+from ....protocol.errors import NotFound, UsageError
+from ....protocol.pibin import SESSION_FILE, PiUnavailable, find_pi
+from ....protocol.settings import Paths, Settings
+from ....protocol.spawn import PIPE, spawn
+from ....protocol.states import CLAIMED
+from ....protocol.store import open_store
+from ...views.runref import resolve_run
+from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
+
+
+def _conversation(settings: Settings, paths: Paths, run: str, *,
+                  writing: bool) -> tuple[str, Path]:
+    """(run id, its Pi session file) for what was typed as RUN."""
+    if not paths.store_file.exists():
+        run = resolve_run(None, run, paths)
+    else:
+        with open_store(settings, paths.store_file) as store:
+            run = resolve_run(store, run, paths)
+            row = store.get(run)
+        if row is not None and writing and row.state in CLAIMED:
+            raise UsageError(f"run {run} is {row.state}: its conversation has one writer while"
+                             f" it runs; wait for it (`pi-workflows watch {run}`) or park it",
+                             code="run_active")
+    session = Bundle(paths.runs_dir, run).session_dir / SESSION_FILE
+    if not session.is_file():
+        raise NotFound(f"run {run} has no Pi conversation (it ran no agent step yet)",
+                       code="no_conversation")
+    return run, session
+
+
+def _pi(settings: Settings) -> str:
+    try:
+        return find_pi(settings.pi_bin)
+    except PiUnavailable as exc:
+        raise UsageError(str(exc), code="pi_not_found") from None
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    env = dict(os.environ)
+    if settings.pi_agent_dir is not None:
+        env["PI_CODING_AGENT_DIR"] = str(Path(settings.pi_agent_dir).expanduser())
+    return env
+
+
+def chat_command(
+    run: RunArg,
+    project: ProjectOpt = Path("."),
+) -> None:
+    """Continue RUN's agent conversation in an interactive Pi (your own Pi setup).
+
+    Works once the run completed, failed, waits at a checkpoint or is parked;
+    refused while it runs. Pi takes over this terminal.
+
+    Example: pi-workflows chat 20261201T083022Z-summarize-025acc92
+    """
+    settings, paths = project_context(project)
+    _, session = _conversation(settings, paths, run, writing=True)
+    binary = _pi(settings)
+    os.chdir(paths.project)  # Pi refuses a session whose working directory differs
+    os.execvpe(binary, [binary, "--session", str(session)], _env(settings))
+
+
+def export_command(
+    run: RunArg,
+    html: Annotated[Path | None, typer.Option(
+        "--html", metavar="FILE",
+        help="Where to write the HTML (default: Pi's choice, printed).")] = None,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Write RUN's agent conversation as an HTML page (Pi's own export).
+
+    Example: pi-workflows export 20261201T083022Z-summarize-025acc92 --html run.html
+    """
+    settings, paths = project_context(project)
+    run, session = _conversation(settings, paths, run, writing=False)
+    argv = [_pi(settings), "--export", str(session)]
+    if html is not None:
+        argv.append(str(html.expanduser().absolute()))
+    proc = spawn(argv, cwd=paths.project, env=_env(settings), stdout=PIPE, stderr=PIPE)
+    out, err = proc.communicate(timeout=120)
+    if proc.returncode != 0:
+        first = (err or out).decode(errors="replace").strip().splitlines()[:1]
+        raise UsageError(f"pi --export failed: {first[0] if first else proc.returncode}",
+                         code="export_failed")
+    text = out.decode(errors="replace").strip()
+    target = str(html.expanduser().absolute()) if html is not None else text.splitlines()[-1]
+    if as_json:
+        emit_json({"runId": run, "html": target})
+    else:
+        typer.echo(target)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat")(chat_command)
+    app.command("export")(export_command)

@@ -1,0 +1,121 @@
+"""The maintenance commands: ``gc`` (retention of settled runs) and ``doctor``.
+
+Owns parsing their options and printing their reports; the work is
+``supervisor.maint.gc`` and ``supervisor.maint.doctor``. ``register(app)`` adds the
+commands. Never imports the worker.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ....protocol.clock import now_ms
+from ....protocol.errors import PiWorkflowsError
+from ....protocol.settings import Settings
+from ....protocol.store import Store
+from ...maint.doctor import Check, check_pi, check_python, run_checks
+from ...maint.gc import Report, collect_garbage, format_bytes, parse_duration
+from ...views.timefmt import duration
+from ..options import JsonOpt, ProjectOpt, emit_json, project_context
+
+_KEPT_WORDS = {"open": "in an open chain", "waiting": "waiting at a checkpoint",
+               "undelivered": "with undelivered messages", "recent": "chained to a newer run",
+               "in_use": "in use", "unsafe": "not safe to delete", "changed": "changed meanwhile"}
+
+
+def _summary(report: Report) -> str:
+    verb = "would remove" if report.dry_run else "removed"
+    if report.removed:
+        size = format_bytes(sum(r.bytes for r in report.removed))
+        head = (f"{verb} {len(report.removed)} run(s) in {report.chains} chain(s),"
+                f" {size} of bundles")
+    else:
+        head = f"nothing to remove: no settled run older than {report.older_than} may go"
+    if report.kept:
+        counts = Counter(k.reason for k in report.kept)
+        why = ", ".join(f"{n} {_KEPT_WORDS.get(str(code), str(code))}"
+                        for code, n in sorted(counts.items()))
+        head += f"; kept {len(report.kept)} older settled run(s): {why} (--json says why)"
+    return head
+
+
+def gc_command(
+    older_than: Annotated[str, typer.Option(
+        "--older-than", metavar="DURATION", show_default=False,
+        help="Remove runs settled longer ago than this: 30d, 12h, 90m, 45s or 2w.")],
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Print what would be removed and change nothing.")] = False,
+    now: Annotated[int | None, typer.Option("--now-ms", hidden=True)] = None,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove settled runs (their queue rows and bundles) older than DURATION.
+
+    A run goes only with its whole chain (continuations, forks), when every
+    run of it ended (completed, failed, timed out or cancelled: not queued,
+    running, parked or waiting at a checkpoint), settled before the cutoff,
+    and its sessions have received all its messages.
+
+    Example: pi-workflows gc --older-than 30d --dry-run
+    """
+    parse_duration(older_than)  # a bad duration is refused before anything is opened
+    settings, paths = project_context(project)
+    at = now_ms() if now is None else now
+    if not paths.store_file.exists():
+        report = Report(dry_run, older_than, at - parse_duration(older_than), at)
+    else:
+        # FULL: a deleted row is on disk before its bundle goes, even after a power cut.
+        with Store(paths.store_file, lease_ms=settings.lease_ms,
+                   busy_timeout_ms=settings.busy_timeout_ms, synchronous="FULL") as store:
+            report = collect_garbage(store, paths, older_than=older_than, now=at,
+                                     dry_run=dry_run)
+    if as_json:
+        emit_json(report.as_json())
+        return
+    verb = "would remove" if dry_run else "removed"
+    if report.finished:
+        typer.echo(f"finished removing {len(report.finished)} run(s) an interrupted gc left")
+    for line in report.removed:
+        typer.echo(f"{verb} {line.run_id}  {line.workflow}  {line.state}"
+                   f"  settled {duration(line.age_ms)} ago")
+    typer.echo(_summary(report))
+
+
+def _doctor_checks(project: Path) -> list[Check]:
+    try:
+        settings, paths = project_context(project)
+    except PiWorkflowsError as exc:
+        # Bad settings stop every command; say so, and check what needs none.
+        return [check_python(), Check("settings", "fail", exc.message),
+                check_pi(Settings.model_construct())]
+    return run_checks(settings, paths)
+
+
+def doctor_command(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
+    """Check the installation and the project's state: one line each, ok, warn or FAIL.
+
+    Checks Python, that Pi is installed and runs, that the store has the right
+    layout (read-only), that the state is private (0700/0600), whether a host
+    runs, and free disk. Changes nothing. Exits 1 if a check failed.
+
+    Example: pi-workflows doctor --json
+    """
+    checks = _doctor_checks(project)
+    failed = any(c.level == "fail" for c in checks)
+    if as_json:
+        emit_json({"ok": not failed, "checks": [c.as_json() for c in checks]})
+    else:
+        for check in checks:
+            typer.echo(check.line())
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("gc")(gc_command)
+    app.command("doctor")(doctor_command)
+

@@ -1,0 +1,48 @@
+"""The command line's error contract: one line on stderr and a documented exit code.
+
+Owns turning an exception that reached a command's top into that line and
+code, for the typer app (``supervisor.cli.app``) and the fast path
+(``supervisor.cli.main``) alike, so both fail the same way. A traceback only
+with ``--debug``. Imports ``protocol.errors`` only (the fast path loads it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+from ...protocol.errors import ExitCode, PiWorkflowsError, UsageError
+
+INTERRUPTED = 130
+
+
+def fail(message: str, code: int) -> int:
+    # The terminal may be gone (a closed window): the exit code still tells.
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"pi-workflows: error: {message}\n")
+    return code
+
+
+def _trace() -> None:
+    import traceback
+
+    traceback.print_exc()
+
+
+def exit_for(exc: BaseException, *, debug: bool) -> int:
+    """The line and exit code for ``exc``: ours by its code, anything else is a bug."""
+    if isinstance(exc, KeyboardInterrupt):
+        return fail("interrupted", INTERRUPTED)
+    if debug:
+        _trace()
+    if isinstance(exc, PiWorkflowsError):
+        return fail(exc.message, exc.exit_code)
+    # A bug: still one line unless --debug.
+    return fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
+                ExitCode.INTERNAL)
+
+
+def session_required(command: str) -> UsageError:
+    """The error of a session command given no session (both command lines raise it)."""
+    return UsageError(f"`{command}` acts for a session: give --session ID or set"
+                      " PI_WORKFLOWS_SESSION", code="session_required")

@@ -1,0 +1,314 @@
+"""The ``pi-workflows`` entry point, with a fast path for the read-only JSON commands.
+
+Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
+``run NAME --detach --json``, ``start NAME --json``, ``resolve-follow-up
+INTENT --json``, ``answer RUN --json`` and ``cancel RUN --json`` (what the
+Pi extension and scripts call, often once a turn), and a foreground ``host
+[--project P] [--concurrency N] [-- PI_ARGS]`` (a host restarted after a
+crash should reach its runs fast), are parsed here by hand and run without
+typer or pydantic, whose imports alone cost ten
+times a bare interpreter start. Everything else, and anything unusual in
+those commands (``--help``, an unknown or repeated option, ``--opt=value``,
+a value that looks like an option, ``--follow``, odd settings that
+``protocol.leansettings`` declines, shell completion), goes to the full
+typer app (``supervisor.cli.app``), which also gives every parse error. The
+answers come from the same functions (``supervisor.views.reports``,
+``supervisor.session.sync``, ``supervisor.session.actions``), and the
+one-line errors and exit codes are those of ``supervisor.cli.app.main``:
+``tests/supervisor/test_fastcli.py`` runs each case both ways and compares
+the bytes. ``PI_WORKFLOWS_NO_FAST_CLI=1``
+forces the typer path. Imports ``protocol`` and the modules the fast
+commands use; typer and pydantic only when it falls back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .exits import exit_for, session_required
+
+NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
+SESSION_ENV = "PI_WORKFLOWS_SESSION"
+
+_MANY = 1 << 20
+_INPUT = frozenset({"--project", "--session", "--input-json", "--input-file"})
+# command -> (positional arguments at least, at most; flags; options that take a value)
+_SPECS: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
+    "status": (0, 1, frozenset({"--json"}), frozenset({"--project", "--session"})),
+    "list": (0, 0, frozenset({"--json"}),
+             frozenset({"--project", "--state", "--workflow", "--since", "--limit"})),
+    "sync": (0, 0, frozenset({"--json", "--hold-follow-ups"}),
+             frozenset({"--project", "--session"})),
+    "run": (1, _MANY, frozenset({"--json", "--detach"}), _INPUT),
+    "start": (1, _MANY, frozenset({"--json"}), _INPUT),
+    "answer": (1, _MANY, frozenset({"--json", "--force"}), _INPUT),
+    "cancel": (1, 1, frozenset({"--json", "--no-wait"}), frozenset({"--project"})),
+    "resolve-follow-up": (1, 1, frozenset({"--json"}), frozenset({"--project", "--token"})),
+}
+
+
+class _Declined(Exception):
+    """Not a case the fast path takes: the typer app handles it."""
+
+
+def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
+    if not args or args[0] not in _SPECS:
+        raise _Declined
+    command, rest = args[0], args[1:]
+    least, most, flags, valued = _SPECS[command]
+    positional: list[str] = []
+    seen: set[str] = set()
+    values: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token in flags and token not in seen:
+            seen.add(token)
+        elif token in valued and token not in values and i + 1 < len(rest):
+            value = rest[i + 1]
+            if not value or value.startswith("-"):
+                raise _Declined
+            values[token] = value
+            i += 1
+        elif token.startswith("-") or len(positional) >= most:
+            raise _Declined  # -h, --help, --, unknown, repeated, --opt=value, one too many
+        else:
+            positional.append(token)
+        i += 1
+    if "--json" not in seen or len(positional) < least or (
+            command == "run" and "--detach" not in seen) or (
+            command == "resolve-follow-up" and "--token" not in values):
+        raise _Declined  # a missing argument is worded by click; a run here is watched live
+    return command, positional, seen, values
+
+
+def _settings_and_paths(values: dict[str, str]) -> tuple[Any, Any]:
+    """``cli_options.project_context``, with the lean settings when they are plain."""
+    from ...protocol.leansettings import lean_settings
+    from ...protocol.paths import resolve_paths
+
+    settings = lean_settings()
+    if settings is None:
+        from ...protocol.settings import load_settings
+
+        settings = load_settings()
+    return settings, resolve_paths(settings, Path(values.get("--project", ".")))
+
+
+def _session(values: dict[str, str]) -> str | None:
+    """``--session``, else the environment (an empty variable counts as unset, as in click)."""
+    from ...protocol.limits import validate_session_id
+
+    value = values.get("--session") or os.environ.get(SESSION_ENV) or None
+    return None if value is None else validate_session_id(value)
+
+
+def _own_session(values: dict[str, str], command: str) -> str:
+    """The session a command acts for, which it cannot do without."""
+    owner = _session(values)
+    if owner is None:
+        raise session_required(command)
+    return owner
+
+
+def _emit(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def _status(positional: list[str], values: dict[str, str]) -> int:
+    from ...protocol.limits import validate_run_id
+    from ..views.reports import status_data
+
+    run = validate_run_id(positional[0]) if positional else None  # checked as it is parsed
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    _emit(status_data(settings, paths, run, owner))
+    return 0
+
+
+def _list(values: dict[str, str]) -> int:
+    limit_text = values.get("--limit")
+    if limit_text is not None and not (limit_text.isascii() and limit_text.isdigit()
+                                       and limit_text[0] != "0"):
+        raise _Declined  # click words the refusal
+    from ..views.reports import list_data
+
+    settings, paths = _settings_and_paths(values)
+    _emit({"runs": list_data(settings, paths, state=values.get("--state"),
+                             workflow=values.get("--workflow"), since=values.get("--since"),
+                             limit=None if limit_text is None else int(limit_text))})
+    return 0
+
+
+def _sync(seen: set[str], values: dict[str, str]) -> int:
+    from ...protocol.store import open_store
+    from ..session import sync as catchup
+
+    settings, paths = _settings_and_paths(values)
+    owner = _own_session(values, "sync")
+    with open_store(settings, paths.store_file) as store:
+        try:
+            snapshot = catchup.take(store, paths.runs_dir, owner,
+                                    hold_follow_ups="--hold-follow-ups" in seen)
+            _emit(snapshot.as_json())
+            catchup.delivered(store, snapshot)
+        except KeyboardInterrupt:
+            return 0  # what was shown is confirmed; the rest comes next time
+    return 0
+
+
+def _run(positional: list[str], values: dict[str, str]) -> int:
+    from ..session import actions as runcmds
+    from ..session.runinput import parse_input
+
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
+    prepared = runcmds.prepare(settings, paths, positional[0], raw)
+    _emit(runcmds.detach_json(runcmds.detach(settings, paths, prepared, owner)))
+    return 0
+
+
+def _start(positional: list[str], values: dict[str, str]) -> int:
+    from ..session import actions as runcmds
+    from ..session.runinput import parse_input
+
+    settings, paths = _settings_and_paths(values)
+    owner = _own_session(values, "start")
+    raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
+    prepared = runcmds.prepare(settings, paths, positional[0], raw)
+    _emit(runcmds.start_json(runcmds.start(settings, paths, prepared, owner)))
+    return 0
+
+
+def _answer(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+    from ...protocol.limits import validate_run_id
+    from ..session import actions as runcmds
+
+    run = validate_run_id(positional[0])  # checked as it is parsed
+    settings, paths = _settings_and_paths(values)
+    owner = _session(values)
+    value = runcmds.answer_value(positional[1:], values.get("--input-json"),
+                                 values.get("--input-file"))
+    parent, row = runcmds.answer(settings, paths, run, value, force="--force" in seen,
+                                 owner=owner)
+    _emit(runcmds.answer_json(parent, row))
+    return 0
+
+
+def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+    from ...protocol.limits import validate_run_id
+    from ..session import actions as runcmds
+
+    run = validate_run_id(positional[0])
+    settings, paths = _settings_and_paths(values)
+    result, _ = runcmds.cancel_run(settings, paths, run, no_wait="--no-wait" in seen)
+    _emit(runcmds.cancel_json(result))
+    return 0
+
+
+def _host_args(rest: list[str]) -> tuple[dict[str, str], int | None, list[str]]:
+    """``host [--project P] [--concurrency N] [-- PI_ARGS...]`` in the foreground, else declined.
+
+    ``--background``, ``--stop``, ``--help`` and anything unusual go to typer.
+    """
+    from ..host.foreground import MAX_CONCURRENCY, MIN_CONCURRENCY
+
+    values: dict[str, str] = {}
+    i = 0
+    while i < len(rest):
+        token = rest[i]
+        if token == "--":
+            return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), rest[i + 1:]
+        if token not in ("--project", "--concurrency") or token in values or i + 1 >= len(rest):
+            raise _Declined
+        value = rest[i + 1]
+        if not value or value.startswith("-"):
+            raise _Declined
+        values[token] = value
+        i += 2
+    return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), []
+
+
+def _concurrency(values: dict[str, str], least: int, most: int) -> int | None:
+    text = values.get("--concurrency")
+    if text is None:
+        return None
+    if not text.isdigit() or not least <= int(text) <= most:
+        raise _Declined  # click words the error
+    return int(text)
+
+
+def _host(rest: list[str]) -> int:
+    values, concurrency, pi_args = _host_args(rest)
+    settings, paths = _settings_and_paths(values)
+    from ..host.foreground import run_foreground
+
+    return run_foreground(settings, paths, concurrency, pi_args)
+
+
+def _resolve(positional: list[str], values: dict[str, str]) -> int:
+    from ...protocol.store import open_store
+
+    settings, paths = _settings_and_paths(values)
+    with open_store(settings, paths.store_file) as store:
+        store.resolve_turn_intent(positional[0], values["--token"])
+    _emit({"intentId": positional[0], "resolved": True})
+    return 0
+
+
+def fast(args: list[str]) -> int | None:
+    """The exit code of a command the fast path ran; None when it declines."""
+    if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
+        return None
+    debug = os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
+    if args[:1] == ["host"]:
+        try:
+            return _host(args[1:])
+        except _Declined:
+            return None
+        except (Exception, KeyboardInterrupt) as exc:
+            return exit_for(exc, debug=debug)
+    try:
+        command, positional, seen, values = _parse(args)
+    except _Declined:
+        return None
+    try:
+        if command == "status":
+            return _status(positional, values)
+        if command == "list":
+            return _list(values)
+        if command == "sync":
+            return _sync(seen, values)
+        if command == "run":
+            return _run(positional, values)
+        if command == "start":
+            return _start(positional, values)
+        if command == "answer":
+            return _answer(positional, seen, values)
+        if command == "resolve-follow-up":
+            return _resolve(positional, values)
+        return _cancel(positional, seen, values)
+    except _Declined:
+        return None  # declined before anything was read or written
+    except (Exception, KeyboardInterrupt) as exc:
+        return exit_for(exc, debug=debug)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    code = fast(args)
+    if code is not None:
+        return code
+    from .app import main as full
+
+    return full(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

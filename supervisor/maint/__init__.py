@@ -1,0 +1,4 @@
+"""Upkeep of a project: ``gc`` (retention of settled runs) and ``doctor``.
+
+Imports ``views`` and ``protocol``; never ``session``, ``host`` or ``cli``.
+"""

@@ -1,0 +1,141 @@
+"""What ``run --detach``, ``answer`` and ``cancel`` do, without typer or pydantic.
+
+Owns queueing a detached run, answering a waiting run (a continuation
+queued for the host), requesting a cancel and waiting for it to settle,
+and poking the host (saying on stderr when none runs). The typer commands
+(``supervisor.cli.commands.runs``) print the results; the fast command line
+(``supervisor.cli.main``) prints the same ``--json`` objects from the same
+calls. ``settings`` is either kind (``protocol.settings`` or
+``protocol.leansettings``). Imports ``protocol`` and the supervisor's
+cancel, run-reference and sync modules; never the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+from ...protocol.definitions.discovery import resolve_for
+from ...protocol.errors import ConflictError, UsageError
+from ...protocol.paths import Paths
+from ...protocol.states import CLAIMED, QueueState
+from ...protocol.store import QueueRow, Store, open_store
+from ...protocol.wakeup import poke
+from ..views.runref import existing_row, project_store, resolve_run
+from . import cancel
+from .launch import Prepared, prepare_continuation, prepare_run
+from .runinput import json_input
+from .sync import host_running
+
+
+def wake_host(store: Store, paths: Paths) -> None:
+    """Poke the host; when none runs, say so on stderr: the run waits until one does."""
+    poke(paths.state_dir)
+    if not host_running(store):
+        with contextlib.suppress(OSError):
+            sys.stderr.write("pi-workflows: queued; no host is running for this project:"
+                             " start one with `pi-workflows host --background`\n")
+
+
+def prepare(settings: Any, paths: Paths, name: str, raw: Any) -> Prepared:
+    """Every check of a new run of ``name`` (workflow, input), before anything is written."""
+    return prepare_run(resolve_for(settings, paths.project, name), name, raw)
+
+
+def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
+    """``start``: commit the session's reservation; every preflight check has run by now
+    (seed 002, Start)."""
+    busy = store.find_session_reservation(session)
+    if busy is not None:
+        raise ConflictError(
+            f"session {session} already has an active run ({busy.run_id}, {busy.state});"
+            " activate, finish or cancel it first", code="session_busy")
+    return store.reserve(prepared.run_id, prepared.source, prepared.input, session,
+                         parent_run_id=prepared.parent_run_id)
+
+
+def start(settings: Any, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
+    with open_store(settings, paths.store_file) as store:
+        return reserve(store, prepared, session)
+
+
+def start_json(row: QueueRow) -> dict[str, Any]:
+    return {"action": "start", "workflow": row.workflow, "runId": row.run_id, "queued": True}
+
+
+def detach(settings: Any, paths: Paths, prepared: Prepared, owner: str | None) -> QueueRow:
+    """Queue a prepared run for the host."""
+    with open_store(settings, paths.store_file) as store:
+        row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                     notify_session=owner)
+        wake_host(store, paths)
+    return row
+
+
+def answer(settings: Any, paths: Paths, text: str, value: Any, *, force: bool,
+           owner: str | None) -> tuple[str, QueueRow]:
+    """(the answered run's id, its continuation's row)."""
+    with project_store(settings, paths) as store:
+        run = resolve_run(store, text, paths)
+        _not_answered(store, run)
+        prepared = prepare_continuation(paths.runs_dir, run, value, force=force)
+        try:
+            row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
+                                         parent_run_id=run, notify_session=owner)
+        except ConflictError as exc:
+            if exc.code == "continuation_exists":
+                _not_answered(store, run)  # answered meanwhile: name that continuation
+            raise
+        wake_host(store, paths)
+    return run, row
+
+
+def _not_answered(store: Store, run: str) -> None:
+    child = store.continuation_of(run)
+    if child is not None:
+        raise ConflictError(f"run {run} was already answered: its continuation is"
+                            f" {child.run_id} ({child.state}); see `pi-workflows status"
+                            f" {child.run_id}`", code="continuation_exists")
+
+
+def cancel_run(settings: Any, paths: Paths, text: str, *,
+               no_wait: bool) -> tuple[cancel.Cancelled, bool]:
+    """Request the cancel (and wait, unless ``no_wait``); (the result, whether it waited)."""
+    with project_store(settings, paths) as store:
+        row = existing_row(store, text, paths)
+        run = row.run_id
+        was_waiting = row.state == QueueState.DONE
+        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
+        poke(paths.state_dir)
+        result = cancel.Cancelled(row, None)
+        if not no_wait:
+            result = cancel.settle_wait(store, paths.runs_dir, run, fsync=settings.fsync)
+    return result, was_waiting
+
+
+def answer_value(text: list[str] | None, input_json: str | None, input_file: str | None) -> Any:
+    """The answer: words, or JSON from --input-json / --input-file (not both)."""
+    given, value = json_input(input_json, input_file)
+    if given and text:
+        raise UsageError("give the answer as words or as JSON, not both")
+    if not given:
+        if not text:
+            raise UsageError("give the answer as words, --input-json or --input-file")
+        value = " ".join(text)
+    return value
+
+
+def detach_json(row: QueueRow) -> dict[str, Any]:
+    return {"runId": row.run_id, "workflow": row.workflow, "state": row.state}
+
+
+def answer_json(run: str, row: QueueRow) -> dict[str, Any]:
+    return {"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
+            "state": row.state}
+
+
+def cancel_json(result: cancel.Cancelled) -> dict[str, Any]:
+    row = result.row
+    return {"runId": row.run_id, "state": row.state, "runStatus": result.status,
+            "cancelRequested": row.cancel_requested, "stopped": row.state not in CLAIMED}

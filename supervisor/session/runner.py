@@ -1,0 +1,196 @@
+"""The terminal session runner: a terminal that owns one run and shows it live.
+
+Owns driving one claimed run attached to a terminal: the process registers
+as a runner of kind ``session``, one worker subprocess executes the run, and
+its trace is shown as it grows. Closing the terminal (SIGHUP), Ctrl-C or
+SIGTERM parks the run, and a host resumes it; if this process is killed,
+the worker notices (PDEATHSIG) and parks it the same way. ``run NAME``
+without a session inserts its run already claimed (``run_attached``);
+deferred launches reach ``drive`` through ``supervisor.session.activation``.
+Signal handlers only record. Imports ``protocol`` and supervisor helpers.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+
+from ...protocol.bundle import Bundle
+from ...protocol.errors import ExitCode, PiWorkflowsError
+from ...protocol.liveness import host_name, process_start_time
+from ...protocol.settings import Paths, Settings, project_key
+from ...protocol.states import (
+    SETTLED_STATUSES,
+    TERMINAL,
+    UNOWNED,
+    QueueState,
+    exit_code,
+    seen_status,
+)
+from ...protocol.store import Claim, Store
+from ...protocol.wakeup import poke
+from ...protocol.wire import PARK_MARGIN_S, WorkerExit
+from ...protocol.workerconfig import WorkerConfig
+from ..procs.claims import after_exit, give_back
+from ..procs.oslayer import OsLayer, RealOs
+from ..procs.workers import WorkerHandle
+from ..views.follower import TraceFollower, ended_without_bundle
+from ..views.runview import PlainView, RunView, as_view
+from .launch import Prepared
+
+POLL_S = 0.05
+Echo = Callable[[str], None]
+
+
+def quiet_when_gone(echo: Echo) -> Echo:
+    """``echo`` that never raises: a closed terminal (EIO, EPIPE) must not stop a park."""
+    def safe(line: str) -> None:
+        with suppress(OSError):
+            echo(line)
+
+    return safe
+
+
+@dataclass
+class SessionRunner:
+    """This terminal as a runner: its id, the stop signals it saw, the OS it uses."""
+
+    store: Store
+    settings: Settings
+    paths: Paths
+    echo: Echo
+    os: OsLayer = field(default_factory=RealOs)
+    runner_id: str = field(
+        default_factory=lambda: f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}")
+    stops: list[int] = field(default_factory=list)
+    view: RunView | None = None  # how the run is shown (default: ``echo``'s plain lines)
+
+    def __post_init__(self) -> None:
+        if self.view is None:
+            self.view = PlainView(self.echo)
+
+    @property
+    def shown(self) -> RunView:
+        assert self.view is not None
+        return self.view
+
+    def drive(self, claim: Claim) -> int:
+        """Run ``claim`` in one worker, shown live; return the documented exit code."""
+        store, paths = self.store, self.paths
+        if self.stops:  # stopped before the worker started: the run waits for a runner
+            give_back(store, paths.runs_dir, claim)
+            return self._outcome(claim.run_id, TraceFollower(Bundle(paths.runs_dir, claim.run_id)))
+        row = store.get(claim.run_id)
+        self.echo(f"run {claim.run_id} ({row.workflow if row else '?'}); Ctrl-C parks it"
+                  " for a host")
+        key = project_key(paths.project)
+        worker = self.os.spawn_worker(
+            claim, project=paths.project, project_key=key, runner_id=self.runner_id,
+            config_json=WorkerConfig.from_settings(self.settings, paths).to_json(),
+            now=time.monotonic())
+        follower = TraceFollower(Bundle(paths.runs_dir, claim.run_id))
+        code = self._follow(worker, follower)
+        self._show(follower)
+        if after_exit(store, self.os, key, claim, code):
+            if code == WorkerExit.BOOT_ERROR:
+                self._boot_failed(claim)
+            else:
+                give_back(store, paths.runs_dir, claim)  # so a host resumes it at once
+        return self._outcome(claim.run_id, follower)
+
+    def _boot_failed(self, claim: Claim) -> None:
+        """A worker that cannot start fails the run (a launch: ``activation_failed``)."""
+        row = self.store.get(claim.run_id)
+        launching = row is not None and row.state == QueueState.STARTING
+        try:
+            self.store.fail(claim.run_id, claim.token,
+                            "activation_failed" if launching else "worker_boot_error",
+                            "the worker could not start; its error is in the log under"
+                            " `pi-workflows paths`")
+        except PiWorkflowsError:
+            give_back(self.store, self.paths.runs_dir, claim)
+
+    def _follow(self, worker: WorkerHandle, follower: TraceFollower) -> int:
+        """Show the trace until the worker exits; a stop signal asks it to park."""
+        asked: float | None = None
+        while (code := worker.poll()) is None:
+            self._show(follower)
+            now = time.monotonic()
+            if self.stops and asked is None:
+                self.echo("parking the run (a host resumes it); press Ctrl-C again to stop"
+                          " at once")
+                worker.terminate(now)
+                asked = now
+            elif asked is not None and (
+                    len(self.stops) > 1
+                    or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
+                worker.kill(now)
+            time.sleep(POLL_S)
+        return int(code)
+
+    def _show(self, follower: TraceFollower) -> None:
+        with suppress(OSError):  # a closed terminal must not stop a park
+            self.shown.show(follower)
+
+    def _outcome(self, run_id: str, follower: TraceFollower) -> int:
+        row = self.store.get(run_id)
+        with suppress(OSError):
+            self.shown.end(follower, row)
+        if row is None:
+            self.echo(f"run {run_id} is gone; see `pi-workflows list`")
+            return ExitCode.PARKED
+        status = seen_status(row.state, follower.status(), row.cancel_requested)
+        code = exit_code(row.state, status)
+        if row.state == QueueState.QUEUED and row.origin_session is not None:
+            # A session's reservation: no host starts it, its session does.
+            self.echo(f"queued: `pi-workflows activate --session {row.origin_session}` starts"
+                      " it")
+        elif row.state in UNOWNED:
+            poke(self.paths.state_dir)
+            self.echo(f"{row.state}: `pi-workflows host` resumes it; `pi-workflows watch"
+                      f" {run_id}` follows it")
+        elif row.state in TERMINAL and status not in SETTLED_STATUSES:
+            self.echo(ended_without_bundle(row))
+        elif code is None:
+            self.echo(f"run {run_id} is {row.state}; see `pi-workflows status {run_id}`")
+            return ExitCode.PARKED
+        return ExitCode.PARKED if code is None else code
+
+
+@contextmanager
+def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo | None = None,
+                   view: RunView | None = None,
+                   os_layer: OsLayer | None = None) -> Iterator[SessionRunner]:
+    """This process registered as a session runner, with its stop signals recorded.
+
+    The run is shown by ``view``, or else as plain lines through ``echo``.
+    """
+    shown = as_view(echo, view)
+    runner = SessionRunner(store, settings, paths, quiet_when_gone(shown.say),
+                           os_layer or RealOs(), view=shown)
+    store.register_runner(runner.runner_id, "session", os.getpid(), process_start_time(),
+                          host_name())
+    previous = {sig: signal.signal(sig, lambda signum, _frame: runner.stops.append(signum))
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield runner
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        store.unregister_runner(runner.runner_id)
+
+
+def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
+                 echo: Echo | None = None, view: RunView | None = None,
+                 os_layer: OsLayer | None = None) -> int:
+    """``run NAME`` without a session: inserted already claimed, owned here from birth."""
+    with session_runner(store, settings, paths, echo=echo, view=view,
+                        os_layer=os_layer) as runner:
+        claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
+                                       runner.runner_id)
+        return runner.drive(claim)

@@ -1,0 +1,199 @@
+"""Catch-up for a session that comes back: ``pi-workflows sync``.
+
+Owns the snapshot protocol of seed 000 (decisions 10 and 11): what changed
+since the session's watermark, each run once in its latest state, recomputed
+from the store and the bundles; the watermark is moved before the snapshot
+is shown and confirmed after (``protocol.store.catchup``), so a crash in
+between loses nothing. The same call delivers the session's passive
+notifications (leased, shown, then marked: once, or once more after a crash
+in between) and its follow-up turns (resolved, then shown: never twice).
+Imports ``protocol`` and the supervisor's views.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...protocol.liveness import is_same_process
+from ...protocol.record import record
+from ...protocol.states import CLAIMED, UNSUCCESSFUL_STATUSES, QueueState, RunStatus
+from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
+from ..views.status import run_status
+
+Q, S = QueueState, RunStatus
+MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
+MAX_DELIVERED = 500  # notifications (and follow-ups) one sync delivers; the rest come next
+FOLLOW_UP = ("Workflow {workflow} failed to start (run {run_id}): {reason}. Inspect the error"
+             " and call workflow start again only after you correct the cause.")
+
+
+@record
+class Snapshot:
+    session: str
+    catch_up: CatchUp
+    runs: list[dict[str, Any]]
+    notifications: list[Notification]
+    follow_ups: list[TurnIntent]
+    notification_token: str | None = None
+    intent_token: str | None = None
+    held_token: str | None = None  # follow-ups leased, not resolved (``hold_follow_ups``)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.runs or self.notifications or self.follow_ups)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "session": self.session, "watermark": self.catch_up.head,
+            "since": self.catch_up.since, "firstSync": self.catch_up.first,
+            "runs": self.runs,
+            "notifications": [{"id": n.id, "runId": n.run_id, "nodeId": n.node_id,
+                               "kind": n.kind, **n.payload} for n in self.notifications],
+            "followUps": [{"intentId": t.intent_id, "runId": t.run_id, "cause": t.cause,
+                           "message": _follow_up(t), **t.payload, **self._held()}
+                          for t in self.follow_ups],
+        }
+
+    def _held(self) -> dict[str, Any]:
+        return {} if self.held_token is None else {"token": self.held_token}
+
+
+def host_running(store: Store) -> bool:
+    """A host runner is registered and its process (pid and start time) is alive."""
+    return any(r.kind == "host" and is_same_process(r.pid, r.pid_start_time)
+               for r in store.list_runners())
+
+
+def _bounded(value: Any) -> tuple[Any, bool]:
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return value, False
+    return text[:MAX_OUTPUT_CHARS] + "…", True
+
+
+def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[str, Any]:
+    """One run's entry: its status object plus what a person should know or do.
+
+    The queue row was read with the feed's head, so it decides the kind of
+    change; the bundle (which may be a step ahead) supplies the details.
+    """
+    info = run_status(row, runs_dir)
+    status = info.get("runStatus")
+    # A change is named by the run status where the queue state says less.
+    kind: str
+    if row.state == Q.DONE:
+        kind = S.WAITING if status == S.WAITING else S.COMPLETED
+    elif row.state == Q.FAILED:
+        kind = S.TIMED_OUT if status == S.TIMED_OUT else S.FAILED
+    else:
+        kind = row.state
+    info["change"] = kind
+    # The session started it or was told about it (a client reports those as its own).
+    info["mine"] = session in (row.origin_session, row.notify_session)
+    if kind == S.COMPLETED:
+        info["finalOutput"], info["finalOutputTruncated"] = _bounded(info.get("finalOutput"))
+    else:
+        info.pop("finalOutput", None)
+    if kind == S.WAITING:
+        info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT... --session {session}"
+    if kind == Q.PARKED:
+        info["hostRunning"] = hosted
+    return info
+
+
+def take(store: Store, runs_dir: Path, session: str, *, lease_ms: int | None = None,
+         hold_follow_ups: bool = False) -> Snapshot:
+    """Compute the snapshot and move the watermark; nothing is shown yet.
+
+    With ``hold_follow_ups`` the follow-ups are only leased (for
+    ``lease_ms``, or the store's lease): the client delivers each one and
+    then resolves it with its token (``resolve-follow-up``), having checked
+    its own transcript for the intent id first. A client that dies in
+    between loses nothing; the follow-up comes again once the lease ends.
+    """
+    catch_up = store.begin_catch_up(session)
+    hosted = host_running(store)
+    runs = [_change(row, runs_dir, hosted, session) for row in catch_up.rows]
+    note_token, notes = store.claim_notifications(session, lease_ms=lease_ms,
+                                                  limit=MAX_DELIVERED)
+    intent_token, intents = store.claim_turn_intents(session, lease_ms=lease_ms,
+                                                     limit=MAX_DELIVERED)
+    if hold_follow_ups:
+        return Snapshot(session, catch_up, runs, notes, intents, note_token, None,
+                        intent_token if intents else None)
+    # A follow-up asks for a new model turn: a second one would be a second
+    # turn, so it is resolved *before* it is shown (at most once). A crash in
+    # between loses no information: the failed run is in this snapshot, and a
+    # lost snapshot is shown again from ``pending_from``.
+    for intent in intents:
+        store.resolve_turn_intent(intent.intent_id, intent_token)
+    return Snapshot(session, catch_up, runs, notes, intents, note_token, None)
+
+
+def delivered(store: Store, snapshot: Snapshot) -> None:
+    """The snapshot was shown: confirm the watermark, mark what was delivered."""
+    store.end_catch_up(snapshot.catch_up)
+    if snapshot.notification_token is not None:
+        for note in snapshot.notifications:
+            store.mark_notification_delivered(note.id, snapshot.notification_token)
+    if snapshot.intent_token is not None:
+        for intent in snapshot.follow_ups:
+            store.resolve_turn_intent(intent.intent_id, snapshot.intent_token)
+
+
+def follow_up_text(workflow: str, run_id: str, reason: str) -> str:
+    """The turn a session's model is given after its launch failed (seed 002)."""
+    return FOLLOW_UP.format(workflow=workflow, run_id=run_id, reason=reason.rstrip(". "))
+
+
+def _follow_up(intent: TurnIntent) -> str:
+    p = intent.payload
+    return follow_up_text(str(p.get("workflow", "?")), intent.run_id,
+                          str(p.get("error") or intent.cause))
+
+
+def run_line(info: dict[str, Any]) -> str:
+    head = f"{info['runId']}  {info['workflow']}  "
+    kind = str(info["change"])
+    node = info.get("currentNode")
+    error = f" [{info.get('errorCode')}] {info.get('error') or ''}".rstrip()
+    if kind == S.COMPLETED:
+        out = info.get("finalOutput")
+        shown = out if isinstance(out, str) else json.dumps(out, sort_keys=True)
+        return head + f"completed: {shown}"
+    if kind == S.WAITING:
+        summary = f": {info['summary']}" if info.get("summary") else ""
+        summary = " ".join(summary.split()) if summary else ""  # one line per run
+        return (head + f"waiting at {info.get('waitingOn')}{summary}; answer with"
+                f" `{info.get('answerCommand') or 'pi-workflows answer ' + info['runId']}`")
+    if kind in UNSUCCESSFUL_STATUSES:
+        return head + kind.replace("_", " ") + (error if kind != S.CANCELLED else "")
+    if kind == Q.PARKED:
+        why = error if info.get("errorCode") else ""
+        who = ("a running host resumes it" if info.get("hostRunning")
+               else "no host is running: start `pi-workflows host --background` to resume it")
+        return head + f"parked at {node}{why}; {who}"
+    if kind in CLAIMED:
+        return head + kind + (f" at {node}" if node else "")
+    return head + kind  # queued: waits for `activate` (a session's) or a host
+
+
+def lines(snapshot: Snapshot) -> list[str]:
+    out = [run_line(info) for info in snapshot.runs]
+    for note in snapshot.notifications:
+        workflow = note.payload.get("workflow") or "?"
+        out.append(f"[{note.kind}] {workflow} ({note.run_id}): {note.payload.get('message', '')}")
+    out.extend(f"follow-up: {_follow_up(intent)}" for intent in snapshot.follow_ups)
+    return out
+
+
+def show(snapshot: Snapshot, echo: Callable[[str], None], *, quiet_when_empty: bool) -> None:
+    if snapshot.empty:
+        if not quiet_when_empty:
+            echo(f"session {snapshot.session}: nothing new since the last sync")
+        return
+    for line in lines(snapshot):
+        echo(line)

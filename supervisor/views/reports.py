@@ -1,0 +1,52 @@
+"""What ``status`` and ``list`` report, computed without typer or pydantic.
+
+Owns turning a command's arguments into the exact object ``status --json``
+and ``list --json`` print (and the human output is drawn from), so the typer
+commands (``supervisor.cli.commands.status_list``) and the fast command line
+(``supervisor.cli.main``) give the same answers from one code path. Imports
+``protocol`` and the supervisor's views; ``settings`` is either kind
+(``protocol.settings`` or ``protocol.leansettings``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.clock import now_ms
+from ...protocol.paths import Paths
+from ...protocol.states import TERMINAL
+from ...protocol.store import open_store
+from .listing import check_state, select
+from .runref import existing_row, project_store
+from .status import run_status, status_with_chain
+from .timefmt import parse_duration
+
+
+def status_data(settings: Any, paths: Paths, run: str | None,
+                owner: str | None) -> dict[str, Any]:
+    """RUN's status with its chain; else ``{"session", "run"}``; else ``{"runs"}``."""
+    with project_store(settings, paths) as store:
+        if run is not None:
+            return status_with_chain(store, existing_row(store, run, paths), paths.runs_dir)
+        if owner is not None:
+            mine = store.session_run(owner)
+            return {"session": owner,
+                    "run": None if mine is None else run_status(mine, paths.runs_dir)}
+        # Unfinished runs, and runs that wait for an answer (done in the queue).
+        rows = [r for r in store.list_runs() if r.state not in TERMINAL]
+        rows += store.waiting_runs()
+        rows.sort(key=lambda r: (r.created_at, r.run_id))
+        forks = store.forks_of([r.run_id for r in rows])
+        return {"runs": [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]}
+
+
+def list_data(settings: Any, paths: Paths, *, state: str | None, workflow: str | None,
+              since: str | None, limit: int | None) -> list[dict[str, Any]]:
+    """The runs ``list`` shows, newest first (no store yet: none)."""
+    check_state(state)
+    since_ms = None if since is None else now_ms() - int(parse_duration(since, "--since") * 1000)
+    if not paths.store_file.exists():
+        return []
+    with open_store(settings, paths.store_file) as store:
+        return select(store, paths.runs_dir, state=state, workflow=workflow,
+                      since_ms=since_ms, limit=limit)

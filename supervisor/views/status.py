@@ -1,0 +1,145 @@
+"""Read-only views of runs: the queue row joined with the bundle, when there is one.
+
+Owns the ``status --json`` shape, a run's chain (a waiting run, the
+continuation that answered it, and so on: one logical run) and the one
+human line per run. Works before a bundle exists (a queued launch) and
+never shows private input. Imports ``protocol`` and ``supervisor.views.timefmt``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.states import CLAIMED, QueueState, RunStatus, display_state, seen_status
+from ...protocol.store import QueueRow, Store
+from .timefmt import ago, duration
+
+MAX_CHAIN = 1000  # a chain is a list; the bound only guards against a damaged store
+
+
+def run_status(row: QueueRow, runs_dir: Path,
+               forks: list[str] | None = None) -> dict[str, Any]:
+    """``forks``: the runs forked from this one (``Store.forks_of``), oldest first."""
+    data: dict[str, Any] = {
+        "runId": row.run_id, "workflow": row.workflow, "queueState": row.state,
+        "runStatus": None, "currentNode": None, "waitingOn": None, "steps": None,
+        "errorCode": row.error_code, "error": row.error_message, "finalOutput": None,
+        "parentRunId": row.parent_run_id, "runnerId": row.runner_id,
+        "createdAt": row.created_at, "updatedAt": row.updated_at,
+        "startedAt": row.started_at, "finishedAt": row.finished_at,
+        "cancelRequested": row.cancel_requested,
+        "forkedFrom": row.forked_from, "forkNode": row.fork_node, "forks": list(forks or []),
+    }
+    bundle = Bundle(runs_dir, row.run_id)
+    if not bundle.exists():
+        return data
+    try:
+        state = bundle.state()
+    except (BundleCorrupt, ValueError, OSError) as exc:
+        data["bundleError"] = str(exc)
+        return data
+    error = state.get("error")
+    status = seen_status(row.state, state.get("status"), row.cancel_requested)
+    waiting = status == RunStatus.WAITING
+    data.update({
+        "runStatus": status, "currentNode": state.get("currentNode"),
+        "waitingOn": state.get("waitingNode") if waiting else None,
+        "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
+        "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,
+    })
+    if data["errorCode"] is None and error:
+        data["errorCode"], data["error"] = error.get("code"), error.get("message")
+    return data
+
+
+def chain(store: Store, row: QueueRow) -> list[QueueRow]:
+    """The run's chain, root first: its parents up to the first run, then its continuations."""
+    members = [row]
+    while members[0].parent_run_id is not None and len(members) < MAX_CHAIN:
+        parent = store.get(members[0].parent_run_id)
+        if parent is None:
+            break
+        members.insert(0, parent)
+    while len(members) < MAX_CHAIN:
+        child = store.continuation_of(members[-1].run_id)
+        if child is None:
+            break
+        members.append(child)
+    return members
+
+
+def shown_state(info: dict[str, Any]) -> str:
+    """The one word ``status`` and ``list`` print: ``answered`` once a continuation exists."""
+    if info.get("continuedBy"):
+        return "answered"
+    return display_state(info["queueState"], info["runStatus"])
+
+
+def _times(info: dict[str, Any], now_ms: int) -> str:
+    started, finished = info.get("startedAt"), info.get("finishedAt")
+    text = ago(info["createdAt"], now_ms)
+    if started is not None and finished is not None:
+        text += f", took {duration(finished - started)}"
+    elif started is not None and info["queueState"] in CLAIMED:
+        text += f", running for {duration(now_ms - started)}"
+    return text
+
+
+def status_line(info: dict[str, Any], now_ms: int | None = None, *, arrow: bool = True) -> str:
+    """One human line per run; with ``now_ms``, when it started and how long it took.
+
+    An answered run reads ``answered -> CONTINUATION`` (``arrow=False``: just
+    ``answered``, for a listing that shows the continuation next).
+    """
+    state = shown_state(info)
+    where = ""
+    if info.get("continuedBy"):
+        where = f" -> {info['continuedBy']}" if arrow else ""
+    elif info.get("waitingOn"):
+        where = f" at {info['waitingOn']}"
+    elif info.get("currentNode") and (info["queueState"] in CLAIMED
+                                      or info["queueState"] == QueueState.PARKED):
+        where = f" at {info['currentNode']}"
+    err = (f" [{info['errorCode']}] {info['error'] or ''}".rstrip()
+           if info.get("errorCode") else "")
+    when = "" if now_ms is None else f"  ({_times(info, now_ms)})"
+    return f"{info['runId']}  {info['workflow']}  {state}{where}{err}{_fork_links(info)}{when}"
+
+
+def _fork_links(info: dict[str, Any]) -> str:
+    text = ""
+    if info.get("forkedFrom"):
+        text += f" (fork of {info['forkedFrom']} from {info.get('forkNode')})"
+    if info.get("forks"):
+        text += f" (forked as {', '.join(info['forks'])})"
+    return text
+
+
+def chain_lines(info: dict[str, Any]) -> list[str]:
+    """The chain under a run's status line: each member and its state, root first."""
+    members = info.get("chain") or []
+    if len(members) < 2:
+        return []
+    lines = [f"  chain of {len(members)} runs (one logical run):"]
+    for number, member in enumerate(members, 1):
+        mark = "  <- this run" if member["runId"] == info["runId"] else ""
+        lines.append(f"    {number}. {member['runId']}  {member['state']}{mark}")
+    return lines
+
+
+def status_with_chain(store: Store, row: QueueRow, runs_dir: Path) -> dict[str, Any]:
+    """``status RUN``'s object: the run, the continuation that answered it, and its chain."""
+    rows = chain(store, row)
+    forks = store.forks_of([member.run_id for member in rows])
+    members = [run_status(member, runs_dir, forks.get(member.run_id)) for member in rows]
+    for info, after in itertools.pairwise(members):
+        info["continuedBy"] = after["runId"]
+    members[-1]["continuedBy"] = None
+    this = next(info for info in members if info["runId"] == row.run_id)
+    this["chain"] = [{"runId": m["runId"], "workflow": m["workflow"],
+                      "queueState": m["queueState"], "runStatus": m["runStatus"],
+                      "state": shown_state(m)} for m in members]
+    return this

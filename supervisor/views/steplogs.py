@@ -1,0 +1,133 @@
+"""The steps of a run and what each printed or produced, read from its bundle.
+
+Owns rebuilding one record per node attempt from the trace (when it started
+and ended, its outcome and output, with large strings read back from
+``artifacts/``), the agent text captured for it, and, for an attempt still
+running or cut off, the shell output streamed so far (``output.ndjson``).
+Reads only; never writes a bundle. Imports ``protocol`` only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...protocol.artifacts import internalize
+from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.states import RunStatus
+
+RUNNING, WAITING, INTERRUPTED = "running", "waiting", "interrupted"
+
+
+@dataclass
+class StepLog:
+    node_id: str
+    attempt_id: str
+    step: int | None
+    kind: str
+    started_at: int
+    ended_at: int | None = None
+    outcome: str = RUNNING  # an Outcome once it ended; running, waiting or interrupted
+    error_code: str | None = None
+    error: str | None = None
+    output: Any = None
+    streamed: list[tuple[str, str]] = field(default_factory=list)  # (stream, text)
+    stream_cut: bool = False  # the live copy hit its cap
+    agent: list[str] = field(default_factory=list)
+
+    @property
+    def over(self) -> bool:
+        return self.outcome != RUNNING
+
+    def as_json(self) -> dict[str, Any]:
+        out = self.output if isinstance(self.output, dict) else {}
+        shell = "exitCode" in out and "stdout" in out
+        return {
+            "nodeId": self.node_id, "attemptId": self.attempt_id, "step": self.step,
+            "kind": self.kind, "outcome": self.outcome, "startedAt": self.started_at,
+            "endedAt": self.ended_at,
+            "durationMs": None if self.ended_at is None else self.ended_at - self.started_at,
+            "errorCode": self.error_code, "error": self.error,
+            "stdout": out.get("stdout") if shell else self.stream_text("stdout"),
+            "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
+            "exitCode": out.get("exitCode") if shell else None,
+            "output": self.output, "agent": self.agent,
+        }
+
+    def stream_text(self, stream: str) -> str | None:
+        parts = [text for name, text in self.streamed if name == stream]
+        return "".join(parts) if parts else None
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # the torn last line of a file being written
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def read_steps(bundle: Bundle) -> list[StepLog]:
+    """Every node attempt of the run, in the order they started."""
+    state = bundle.raw_state()
+    kinds = {n.get("id"): str(n.get("kind", "")) for n in bundle.snapshot().get("nodes") or []
+             if isinstance(n, dict)}
+    steps: dict[str, StepLog] = {}
+    order: list[StepLog] = []
+    for event in bundle.events():
+        attempt, node, kind = event.get("attemptId"), event.get("nodeId"), event.get("type")
+        p, at = event.get("payload") or {}, int(event.get("at", 0))
+        if kind == "node_started" and attempt and node:
+            for earlier in order:  # a rerun: the attempt before it was cut off
+                if earlier.node_id == node and earlier.outcome == RUNNING:
+                    earlier.outcome = INTERRUPTED
+            log = StepLog(node, attempt, p.get("step"), kinds.get(node, ""), at)
+            steps[attempt] = log
+            order.append(log)
+        elif kind in ("node_finished", "node_failed") and attempt in steps:
+            log = steps[attempt]
+            result = p.get("result") or {}
+            log.ended_at, log.outcome = at, str(result.get("outcome", "ok"))
+            log.error_code, log.error = result.get("errorCode"), result.get("error")
+            log.output = _resolve(bundle, p.get("output"))
+        elif kind == "run_waiting" and attempt in steps:
+            steps[attempt].outcome = WAITING
+            steps[attempt].ended_at = at
+            steps[attempt].output = p.get("output")
+    live = state.get("currentAttempt") if state.get("status") == RunStatus.RUNNING else None
+    for log in order:
+        if log.outcome == RUNNING and log.attempt_id != live:
+            log.outcome = INTERRUPTED
+    for record in _records(bundle.output_path):
+        owner = steps.get(str(record.get("attemptId")))
+        if owner is None:
+            continue
+        if record.get("truncated"):
+            owner.stream_cut = True
+        elif isinstance(record.get("text"), str):
+            owner.streamed.append((str(record.get("stream")), record["text"]))
+    for record in _records(bundle.session_dir / "events.ndjson"):
+        owner = steps.get(str(record.get("attemptId")))
+        if owner is not None and record.get("kind") == "text":
+            owner.agent.append(str(record.get("text", "")))
+        elif owner is not None and record.get("kind") == "tool_start":
+            owner.agent.append(f"[tool {record.get('tool')}] {record.get('args', '')}")
+    return order
+
+
+def _resolve(bundle: Bundle, value: Any) -> Any:
+    try:
+        return internalize(value, bundle.artifacts.get)
+    except (OSError, ValueError) as exc:
+        raise BundleCorrupt(f"run {bundle.run_id}: an artifact of a step's output is missing"
+                            f" ({type(exc).__name__})") from None

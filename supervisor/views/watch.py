@@ -1,0 +1,52 @@
+"""``pi-workflows watch``: a live, read-only view of one run until it settles.
+
+Owns the watch loop: show what the run wrote (through a
+``supervisor.views.runview`` view), poll its queue row, and turn how it
+ended into the command's exit code. Watching never writes anything: closing
+the view changes nothing about the run. Imports ``protocol`` and the views'
+follower and view protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ...protocol.bundle import Bundle
+from ...protocol.errors import ExitCode
+from ...protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code, seen_status
+from ...protocol.store import Store
+from .follower import TraceFollower, ended_without_bundle
+from .runview import RunView, as_view
+
+
+def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None] | None = None,
+          view: RunView | None = None, poll_s: float = 0.2) -> int:
+    """Show the run's events as they are written; return the exit code for how it ended."""
+    shown = as_view(echo, view)
+    follower = TraceFollower(Bundle(runs_dir, run_id))
+    said: str | None = None
+    while True:
+        shown.show(follower)
+        row = store.get(run_id)
+        if row is None:
+            shown.say(f"run {run_id} is gone from the queue")
+            return ExitCode.USAGE
+        status = follower.status()
+        if row.state in TERMINAL:
+            shown.show(follower)  # the bundle settles before the queue: its last events
+            shown.end(follower, row)
+            if status not in SETTLED_STATUSES:
+                shown.say(ended_without_bundle(row))
+            seen = seen_status(row.state, status, row.cancel_requested)
+            if seen != status:
+                shown.say("cancelled while it waited")
+            code = exit_code(row.state, seen)
+            return ExitCode.RUN_FAILED if code is None else code
+        if row.state in UNOWNED and said != row.state:
+            reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
+            shown.say(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host`"
+                      " running?)")
+        said = row.state
+        time.sleep(poll_s)
