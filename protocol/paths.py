@@ -14,10 +14,13 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
 from .record import record
+
+if TYPE_CHECKING:
+    from .settingspec import SettingsLike
 
 
 @record(frozen=True)
@@ -69,11 +72,10 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
-def resolve_paths(settings: Any, project: Path | str) -> Paths:
+def resolve_paths(settings: SettingsLike, project: Path | str) -> Paths:
     """Derive every path; each one can be overridden on its own.
 
-    ``settings``: a ``protocol.settings.Settings`` (or the command line's lean
-    equivalent, ``protocol.leansettings``): only its path fields are read.
+    Only the path fields of ``settings`` are read.
     """
     proj = Path(os.path.realpath(Path(project).expanduser()))
     if not proj.is_dir():

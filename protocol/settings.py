@@ -1,21 +1,24 @@
-"""Settings and the paths derived from them.
+"""The pydantic-settings reader of the settings, and the paths derived from them.
 
-Owns: the ``PI_WORKFLOWS_*`` settings model, the optional TOML config file,
-and resolution of per-project paths (state dir keyed by a hash of the
-project's real path). A bad value names where it came from (argument,
-environment variable or config file), the key and the type expected.
-Imports pydantic, ``protocol.errors``, ``protocol.configfile`` and
-``protocol.paths`` (whose ``Paths``, ``project_key``, ``ensure_private_dir`` and
-``resolve_paths`` it re-exports).
+Owns the ``PI_WORKFLOWS_*`` settings model, built from the one declaration
+(``protocol.settingspec.SettingsLike``: names, types, defaults, bounds), with
+the optional TOML config file as a source, and the one-line error of a bad
+value: it names where the value came from (argument, environment variable or
+config file), the key and the type expected, never the value. The command
+line reads the plain cases without it (``protocol.leansettings``); this
+module decides the rest and words every refusal. Imports pydantic,
+``protocol.errors``, ``protocol.configfile``, ``protocol.settingspec`` and
+``protocol.paths`` (whose ``Paths``, ``project_key``, ``ensure_private_dir``
+and ``resolve_paths`` it re-exports).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, cast
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -26,73 +29,31 @@ from pydantic_settings import (
 from .configfile import expected, read_config
 from .errors import UsageError
 from .paths import Paths, ensure_private_dir, project_key, resolve_paths
+from .settingspec import DEFAULT_HOME, FIELDS, PREFIX, SettingsLike, settings_problem
 
-__all__ = ["Paths", "Settings", "ensure_private_dir", "load_settings", "project_key",
-           "resolve_paths"]
-
-DEFAULT_HOME = Path("~/.pi/agent/workflows")
-FsyncPolicy = Literal["always", "node", "never"]
-SyncMode = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+__all__ = ["Paths", "Settings", "SettingsLike", "ensure_private_dir", "load_settings",
+           "project_key", "resolve_paths"]
 
 
 def config_file() -> Path:
     """The optional TOML config file: ``PI_WORKFLOWS_CONFIG`` or ``<home>/config.toml``."""
-    explicit = os.environ.get("PI_WORKFLOWS_CONFIG")
+    explicit = os.environ.get(f"{PREFIX}CONFIG")
     if explicit:
         return Path(explicit).expanduser()
-    home = os.environ.get("PI_WORKFLOWS_HOME")
+    home = os.environ.get(f"{PREFIX}HOME")
     return (Path(home) if home else DEFAULT_HOME).expanduser() / "config.toml"
 
 
-class Settings(BaseSettings):
-    """Every knob, from (highest first) arguments, environment, config file, defaults."""
+class _Model(BaseSettings):
+    """The sources and the rule between fields; the fields come from the declaration."""
 
-    model_config = SettingsConfigDict(env_prefix="PI_WORKFLOWS_", extra="ignore")
-
-    home: Path = DEFAULT_HOME
-    state_dir: Path | None = None
-    store_file: Path | None = None
-    runs_dir: Path | None = None
-    host_lock: Path | None = None
-    log_dir: Path | None = None
-    # Workflow definitions: None means <project>/.pi/workflows and <home>
-    # (whose default is ~/.pi/agent/workflows); a relative project dir is
-    # taken from the project.
-    project_workflows_dir: Path | None = None
-    global_workflows_dir: Path | None = None
-
-    lease_ms: int = Field(default=30_000, ge=100)
-    renew_ms: int = Field(default=10_000, ge=20)
-    busy_timeout_ms: int = Field(default=5_000, ge=0)
-    sqlite_synchronous: SyncMode = "NORMAL"
-    fsync: FsyncPolicy = "node"
-    log_level: str = "INFO"
-
-    # The host (docs/host.md).
-    concurrency: int | None = Field(default=None, ge=1, le=256)
-    drain_grace_s: float = Field(default=10.0, ge=0)
-    crash_limit: int = Field(default=3, ge=1)
-    crash_window_s: float = Field(default=600.0, gt=0)
-    restart_backoff_s: float = Field(default=0.5, ge=0)
-    poll_interval_s: float = Field(default=1.0, gt=0)
-    hung_kill_after_s: float = Field(default=5.0, ge=0)
-    zygote: bool = True  # fork workers from a booted zygote; false: cold spawns
-    standby: bool = True  # the old name: false turns the zygote off too
-    zygote_spare: bool = True  # the zygote keeps one worker forked ahead, booted
-
-    # Agent steps (docs/agents.md).
-    pi_bin: str | None = None  # default: the project-local install, then `pi` on PATH
-    pi_agent_dir: Path | None = None  # PI_CODING_AGENT_DIR for the Pi child
-    pi_args: str = ""  # extra `pi` arguments, split like a shell does
-    agent_reminders: int = Field(default=2, ge=0, le=10)
+    model_config = SettingsConfigDict(env_prefix=PREFIX, extra="ignore")
 
     @model_validator(mode="after")
-    def _consistent(self) -> Settings:
-        # A worker renews at most every half lease, so one late renewal never
-        # loses its claim (and a host never kills a healthy worker as hung).
-        if self.renew_ms * 2 > self.lease_ms:
-            raise ValueError(f"renew_ms ({self.renew_ms}) must be at most half of lease_ms"
-                             f" ({self.lease_ms})")
+    def _consistent(self) -> _Model:
+        problem = settings_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     @classmethod
@@ -106,22 +67,31 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         path = config_file()
-        if os.environ.get("PI_WORKFLOWS_CONFIG") and not path.is_file():
+        if os.environ.get(f"{PREFIX}CONFIG") and not path.is_file():
             # A config file that was asked for by name must not be silently skipped.
             what = "a directory" if path.is_dir() else "missing"
             raise UsageError(f"the config file {path} (PI_WORKFLOWS_CONFIG) is {what}",
                              code="config_invalid")
         if path.is_file():
-            read_config(path, cls.model_fields)  # unknown keys, syntax: errors naming the file
+            read_config(path, FIELDS)  # unknown keys, syntax: errors naming the file
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
         return tuple(sources)
 
 
-def load_settings(**overrides: Any) -> Settings:
+# One pydantic field per declared setting, with its default and bounds.
+Settings: type[_Model] = create_model(  # type: ignore[call-overload]
+    "Settings", __base__=_Model,
+    **{name: (f.annotation, Field(default=f.default, ge=f.bounds.ge, gt=f.bounds.gt,
+                                  le=f.bounds.le))
+       for name, f in FIELDS.items()})
+
+
+def load_settings(**overrides: Any) -> SettingsLike:
     """Build settings; a bad value becomes one clear ``UsageError`` line."""
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**clean)
+        # The model's fields are the declaration's, so it is one (mypy cannot see it).
+        return cast(SettingsLike, Settings(**clean))
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = first.get("loc", ())
@@ -129,8 +99,8 @@ def load_settings(**overrides: Any) -> Settings:
         if not loc:
             raise UsageError(f"invalid settings: {msg}") from None
         key = str(loc[0])
-        field = Settings.model_fields.get(key)
-        wants = f"expected {expected(field.annotation, field.metadata)}: " if field else ""
+        field = FIELDS.get(key)
+        wants = f"expected {expected(field.annotation, [field.bounds])}: " if field else ""
         # The value itself is never shown: a setting may hold a secret.
         raise UsageError(f"invalid setting {key}{_origin(key, clean)}: {wants}{msg}",
                          code="config_invalid") from None
@@ -142,7 +112,7 @@ def _origin(key: str, overrides: dict[str, Any]) -> str:
     """Where a setting's bad value came from, highest source first, for its error."""
     if key in overrides:
         return ""
-    env = f"PI_WORKFLOWS_{key.upper()}"
+    env = f"{PREFIX}{key.upper()}"
     if env in os.environ:
         return f" (environment variable {env})"
     path = config_file()

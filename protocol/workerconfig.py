@@ -13,9 +13,9 @@ import json
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from .paths import Paths
+from .settingspec import SettingsLike
 
 _PATH_FIELDS = ("project", "home", "state_dir", "store_file", "runs_dir", "host_lock", "log_dir")
 
@@ -39,7 +39,7 @@ class WorkerConfig:
     agent_reminders: int = 2
 
     @classmethod
-    def from_settings(cls, settings: Any, paths: Paths,
+    def from_settings(cls, settings: SettingsLike, paths: Paths,
                       pi_args: tuple[str, ...] = ()) -> WorkerConfig:
         configured = tuple(shlex.split(settings.pi_args or ""))
         agent_dir = settings.pi_agent_dir

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 from pi_workflows.protocol.errors import PiWorkflowsError
-from pi_workflows.protocol.leansettings import FIELDS, lean_settings
+from pi_workflows.protocol.leansettings import current_settings, lean_settings
 from pi_workflows.protocol.settings import Settings, load_settings, resolve_paths
+from pi_workflows.protocol.settingspec import FIELDS, SettingsLike, defaults
 
 
 def _pydantic() -> Any:
@@ -42,10 +43,37 @@ def _agree(tmp_path: Path) -> Any:
     return lean
 
 
-def test_the_fields_are_the_settings_fields() -> None:
-    assert set(FIELDS) == set(Settings.model_fields)
+def test_the_pydantic_model_is_built_from_the_one_declaration() -> None:
+    assert list(Settings.model_fields) == list(FIELDS) == list(SettingsLike.__annotations__)
     for name, field in Settings.model_fields.items():
-        assert FIELDS[name][1] == field.default, name
+        spec = FIELDS[name]
+        assert (field.annotation, field.default) == (spec.annotation, spec.default), name
+        limits = {type(rule).__name__.lower(): getattr(rule, type(rule).__name__.lower())
+                  for rule in field.metadata}
+        assert limits == {k: v for k in ("ge", "gt", "le")
+                          if (v := getattr(spec.bounds, k)) is not None}, name
+    assert FIELDS["lease_ms"].bounds.ge == 100 and FIELDS["concurrency"].bounds.le == 256
+
+
+def test_the_defaults_are_what_both_readers_give_without_input(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PI_WORKFLOWS_HOME")  # the suite's private home is a setting too
+    monkeypatch.setenv("HOME", str(tmp_path))  # so no real ~/.pi config file is read
+    lean, full, plain = lean_settings(), load_settings(), defaults()
+    assert lean is not None
+    for name in FIELDS:
+        assert getattr(lean, name) == getattr(full, name) == getattr(plain, name), name
+
+
+def test_current_settings_reads_lean_and_asks_pydantic_only_when_it_declines(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert type(current_settings()).__name__ == "Values"  # plain: no pydantic model
+    monkeypatch.setenv("PI_WORKFLOWS_LEASE_MS", "30_000")  # pydantic's spelling only
+    settings = current_settings()
+    assert type(settings).__name__ == "Settings" and settings.lease_ms == 30_000
+    monkeypatch.setenv("PI_WORKFLOWS_LEASE_MS", "50")
+    with pytest.raises(PiWorkflowsError, match=r"lease_ms .*expected an integer >= 100"):
+        current_settings()
 
 
 PLAIN_ENV = [

@@ -32,7 +32,7 @@ from .graph import DefinitionError, Workflow, definition_digest
 from .validation import name_problems, validate_workflow
 
 if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
-    from ..settings import Settings
+    from ..settingspec import SettingsLike
 
 SUFFIX = ".workflow.py"
 # How long importing one workflow file may take (a file that loops or waits at
@@ -367,7 +367,7 @@ def catalog_files(local: Path, shared: Path) -> list[CatalogFile]:
     return files
 
 
-def workflow_dirs(settings: Settings, project_dir: Path | str) -> tuple[Path, Path]:
+def workflow_dirs(settings: SettingsLike, project_dir: Path | str) -> tuple[Path, Path]:
     """The project and global workflow directories the settings name."""
     project = Path(project_dir).expanduser().absolute()
     local = settings.project_workflows_dir or PROJECT_SUBDIR
@@ -377,13 +377,13 @@ def workflow_dirs(settings: Settings, project_dir: Path | str) -> tuple[Path, Pa
     return local, shared
 
 
-def discover_for(settings: Settings, project_dir: Path | str) -> Catalog:
+def discover_for(settings: SettingsLike, project_dir: Path | str) -> Catalog:
     """``discover`` with the directories from settings."""
     local, shared = workflow_dirs(settings, project_dir)
     return discover(project_dir, shared, project_workflows_dir=local)
 
 
-def resolve_for(settings: Settings, project_dir: Path | str, name: str) -> Catalog:
+def resolve_for(settings: SettingsLike, project_dir: Path | str, name: str) -> Catalog:
     """A catalog that answers ``get(name)`` having imported only that one file.
 
     The project file wins over the global one, as in ``discover``; the other

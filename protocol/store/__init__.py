@@ -34,7 +34,7 @@ from .runners import RunnerOps
 from .schema import SCHEMA_ID
 
 if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
-    from ..settings import Settings
+    from ..settingspec import SettingsLike
 
 __all__ = [
     "SCHEMA_ID", "CatchUp", "Chain", "ChainMember", "Claim", "Effect", "Hold", "Notification",
@@ -64,6 +64,6 @@ class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, Effe
         self.close()
 
 
-def open_store(settings: Settings, store_file: Path, *, clock: Clock = now_ms) -> Store:
+def open_store(settings: SettingsLike, store_file: Path, *, clock: Clock = now_ms) -> Store:
     return Store(store_file, lease_ms=settings.lease_ms, busy_timeout_ms=settings.busy_timeout_ms,
                  synchronous=settings.sqlite_synchronous, clock=clock)

@@ -27,9 +27,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .exits import exit_for, session_required
+
+if TYPE_CHECKING:
+    from ...protocol.paths import Paths
+    from ...protocol.settingspec import SettingsLike
 
 NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
 SESSION_ENV = "PI_WORKFLOWS_SESSION"
@@ -86,16 +90,12 @@ def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
     return command, positional, seen, values
 
 
-def _settings_and_paths(values: dict[str, str]) -> tuple[Any, Any]:
-    """``cli_options.project_context``, with the lean settings when they are plain."""
-    from ...protocol.leansettings import lean_settings
+def _settings_and_paths(values: dict[str, str]) -> tuple[SettingsLike, Paths]:
+    """``cli.options.project_context`` without typer."""
+    from ...protocol.leansettings import current_settings
     from ...protocol.paths import resolve_paths
 
-    settings = lean_settings()
-    if settings is None:
-        from ...protocol.settings import load_settings
-
-        settings = load_settings()
+    settings = current_settings()
     return settings, resolve_paths(settings, Path(values.get("--project", ".")))
 
 

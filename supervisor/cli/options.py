@@ -15,8 +15,10 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument
 
+from ...protocol.leansettings import current_settings
 from ...protocol.limits import validate_run_id, validate_session_id
-from ...protocol.settings import Paths, Settings, load_settings, resolve_paths
+from ...protocol.paths import Paths, resolve_paths
+from ...protocol.settingspec import SettingsLike
 from ..session.runinput import json_input, parse_input
 
 __all__ = ["json_input", "parse_input"]  # read here by the commands (supervisor.session.runinput)
@@ -74,8 +76,8 @@ def plain_help(command: object) -> None:
         plain_help(sub)
 
 
-def project_context(project: Path | None) -> tuple[Settings, Paths]:
-    settings = load_settings()
+def project_context(project: Path | None) -> tuple[SettingsLike, Paths]:
+    settings = current_settings()  # pydantic only for the unusual cases
     return settings, resolve_paths(settings, project or Path.cwd())
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from ...protocol.logsetup import setup_logging
 from ...protocol.paths import Paths
+from ...protocol.settingspec import SettingsLike
 from .loop import Host, StartupReport
 from .serve import HostServer
 
@@ -24,7 +24,7 @@ from .serve import HostServer
 MIN_CONCURRENCY, MAX_CONCURRENCY = 1, 256
 
 
-def run_foreground(settings: Any, paths: Paths, concurrency: int | None,
+def run_foreground(settings: SettingsLike, paths: Paths, concurrency: int | None,
                    pi_args: Sequence[str]) -> int:
     """Serve until drained; the exit code."""
     setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")

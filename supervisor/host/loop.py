@@ -45,8 +45,8 @@ from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from .crashes import CrashBudget
 from .lock import HostLock
 
-if TYPE_CHECKING:  # the lean settings (protocol.leansettings) have the same fields
-    from ...protocol.settings import Settings
+if TYPE_CHECKING:
+    from ...protocol.settingspec import SettingsLike
 
 Monotonic = Callable[[], float]
 # How often the host heartbeats its runner row and looks for dead runners.
@@ -91,7 +91,7 @@ class StartupReport:
 
 
 class Host:
-    def __init__(self, paths: Paths, settings: Settings, *, concurrency: int | None = None,
+    def __init__(self, paths: Paths, settings: SettingsLike, *, concurrency: int | None = None,
                  clock: Clock = now_ms, monotonic: Monotonic = time.monotonic,
                  os_layer: OsLayer | None = None, pi_args: tuple[str, ...] = (),
                  use_zygote: bool | None = None) -> None:

@@ -23,8 +23,9 @@ from typing import Any
 import psutil
 
 from ...protocol.errors import PiWorkflowsError
+from ...protocol.paths import Paths
 from ...protocol.pibin import PiUnavailable, find_pi
-from ...protocol.settings import Paths, Settings
+from ...protocol.settingspec import SettingsLike
 from ...protocol.spawn import PIPE, TimeoutExpired, signal_group, spawn
 from ...protocol.store import check_layout, sqlite_version
 
@@ -55,7 +56,7 @@ def check_python() -> Check:
     return Check("python", "ok", f"Python {version} ({sys.executable}), SQLite {sqlite_version()}")
 
 
-def check_pi(settings: Settings) -> Check:
+def check_pi(settings: SettingsLike) -> Check:
     try:
         binary = find_pi(settings.pi_bin)
     except PiUnavailable as exc:
@@ -205,6 +206,6 @@ def check_disk(paths: Paths) -> Check:
     return Check("disk", "ok", f"{size} free on the filesystem of {probe}")
 
 
-def run_checks(settings: Settings, paths: Paths) -> list[Check]:
+def run_checks(settings: SettingsLike, paths: Paths) -> list[Check]:
     return [check_python(), check_pi(settings), check_store(paths), check_permissions(paths),
             check_host(paths), check_disk(paths)]

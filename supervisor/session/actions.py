@@ -19,6 +19,7 @@ from typing import Any
 from ...protocol.definitions.discovery import resolve_for
 from ...protocol.errors import ConflictError, UsageError
 from ...protocol.paths import Paths
+from ...protocol.settingspec import SettingsLike
 from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import QueueRow, Store, open_store
 from ...protocol.wakeup import poke
@@ -38,7 +39,7 @@ def wake_host(store: Store, paths: Paths) -> None:
                              " start one with `pi-workflows host --background`\n")
 
 
-def prepare(settings: Any, paths: Paths, name: str, raw: Any) -> Prepared:
+def prepare(settings: SettingsLike, paths: Paths, name: str, raw: Any) -> Prepared:
     """Every check of a new run of ``name`` (workflow, input), before anything is written."""
     return prepare_run(resolve_for(settings, paths.project, name), name, raw)
 
@@ -55,7 +56,7 @@ def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
                          parent_run_id=prepared.parent_run_id)
 
 
-def start(settings: Any, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
+def start(settings: SettingsLike, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
     with open_store(settings, paths.store_file) as store:
         return reserve(store, prepared, session)
 
@@ -64,7 +65,7 @@ def start_json(row: QueueRow) -> dict[str, Any]:
     return {"action": "start", "workflow": row.workflow, "runId": row.run_id, "queued": True}
 
 
-def detach(settings: Any, paths: Paths, prepared: Prepared, owner: str | None) -> QueueRow:
+def detach(settings: SettingsLike, paths: Paths, prepared: Prepared, owner: str | None) -> QueueRow:
     """Queue a prepared run for the host."""
     with open_store(settings, paths.store_file) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
@@ -73,7 +74,7 @@ def detach(settings: Any, paths: Paths, prepared: Prepared, owner: str | None) -
     return row
 
 
-def answer(settings: Any, paths: Paths, text: str, value: Any, *, force: bool,
+def answer(settings: SettingsLike, paths: Paths, text: str, value: Any, *, force: bool,
            owner: str | None) -> tuple[str, QueueRow]:
     """(the answered run's id, its continuation's row)."""
     with project_store(settings, paths) as store:
@@ -99,7 +100,7 @@ def _not_answered(store: Store, run: str) -> None:
                             f" {child.run_id}`", code="continuation_exists")
 
 
-def cancel_run(settings: Any, paths: Paths, text: str, *,
+def cancel_run(settings: SettingsLike, paths: Paths, text: str, *,
                no_wait: bool) -> tuple[cancel.Cancelled, bool]:
     """Request the cancel (and wait, unless ``no_wait``); (the result, whether it waited)."""
     with project_store(settings, paths) as store:

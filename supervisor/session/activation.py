@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ...protocol.bundle import bundle_exists
 from ...protocol.errors import ConflictError, ExitCode, TransitionRefused
-from ...protocol.settings import Paths, Settings
+from ...protocol.paths import Paths
+from ...protocol.settingspec import SettingsLike
 from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import Claim, QueueRow, Store
 from ..procs.oslayer import OsLayer
@@ -49,7 +50,7 @@ def _nothing(message: str) -> Activation:
     return Activation(ExitCode.OK, message)
 
 
-def activate(store: Store, settings: Settings, paths: Paths, session: str, *,
+def activate(store: Store, settings: SettingsLike, paths: Paths, session: str, *,
              echo: Echo | None = None, view: RunView | None = None,
              os_layer: OsLayer | None = None,
              lifeline: Callable[[Callable[[], None]], None] | None = None) -> int:
@@ -100,7 +101,7 @@ def _claim(store: Store, paths: Paths, session: str,
         return _nothing(f"run {row.run_id} was taken by another activation meanwhile")
 
 
-def run_in_session(store: Store, settings: Settings, paths: Paths, prepared: Prepared,
+def run_in_session(store: Store, settings: SettingsLike, paths: Paths, prepared: Prepared,
                    session: str, *, echo: Echo | None = None, view: RunView | None = None,
                    os_layer: OsLayer | None = None) -> int:
     """``run NAME --session S``: ``start`` and ``activate`` in one command."""

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from ...protocol.bundle import Bundle
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from ...protocol.liveness import host_name, process_start_time
-from ...protocol.settings import Paths, Settings, project_key
+from ...protocol.paths import Paths, project_key
+from ...protocol.settingspec import SettingsLike
 from ...protocol.states import (
     SETTLED_STATUSES,
     TERMINAL,
@@ -61,7 +62,7 @@ class SessionRunner:
     """This terminal as a runner: its id, the stop signals it saw, the OS it uses."""
 
     store: Store
-    settings: Settings
+    settings: SettingsLike
     paths: Paths
     echo: Echo
     os: OsLayer = field(default_factory=RealOs)
@@ -163,7 +164,7 @@ class SessionRunner:
 
 
 @contextmanager
-def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo | None = None,
+def session_runner(store: Store, settings: SettingsLike, paths: Paths, *, echo: Echo | None = None,
                    view: RunView | None = None,
                    os_layer: OsLayer | None = None) -> Iterator[SessionRunner]:
     """This process registered as a session runner, with its stop signals recorded.
@@ -185,7 +186,7 @@ def session_runner(store: Store, settings: Settings, paths: Paths, *, echo: Echo
         store.unregister_runner(runner.runner_id)
 
 
-def run_attached(store: Store, settings: Settings, paths: Paths, prepared: Prepared, *,
+def run_attached(store: Store, settings: SettingsLike, paths: Paths, prepared: Prepared, *,
                  echo: Echo | None = None, view: RunView | None = None,
                  os_layer: OsLayer | None = None) -> int:
     """``run NAME`` without a session: inserted already claimed, owned here from birth."""

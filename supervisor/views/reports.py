@@ -14,6 +14,7 @@ from typing import Any
 
 from ...protocol.clock import now_ms
 from ...protocol.paths import Paths
+from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL
 from ...protocol.store import open_store
 from .listing import check_state, select
@@ -22,7 +23,7 @@ from .status import run_status, status_with_chain
 from .timefmt import parse_duration
 
 
-def status_data(settings: Any, paths: Paths, run: str | None,
+def status_data(settings: SettingsLike, paths: Paths, run: str | None,
                 owner: str | None) -> dict[str, Any]:
     """RUN's status with its chain; else ``{"session", "run"}``; else ``{"runs"}``."""
     with project_store(settings, paths) as store:
@@ -40,7 +41,7 @@ def status_data(settings: Any, paths: Paths, run: str | None,
         return {"runs": [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]}
 
 
-def list_data(settings: Any, paths: Paths, *, state: str | None, workflow: str | None,
+def list_data(settings: SettingsLike, paths: Paths, *, state: str | None, workflow: str | None,
               since: str | None, limit: int | None) -> list[dict[str, Any]]:
     """The runs ``list`` shows, newest first (no store yet: none)."""
     check_state(state)

@@ -19,7 +19,7 @@ from ...protocol.paths import Paths
 from ...protocol.store import QueueRow, Store, open_store
 
 if TYPE_CHECKING:  # pydantic: the fast command line does not load it
-    from ...protocol.settings import Settings
+    from ...protocol.settingspec import SettingsLike
 
 SHOWN_MATCHES = 5  # an ambiguous reference lists this many of its matches
 
@@ -56,7 +56,7 @@ def resolve_run(store: Store | None, text: str, paths: Paths) -> str:
     raise _not_found(text, paths)
 
 
-def project_store(settings: Settings, paths: Paths) -> Store:
+def project_store(settings: SettingsLike, paths: Paths) -> Store:
     """The project's store; none yet means the project has no runs (``NotFound``)."""
     if not paths.store_file.exists():
         raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",

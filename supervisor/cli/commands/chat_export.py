@@ -17,8 +17,9 @@ import typer
 
 from ....protocol.bundle import Bundle
 from ....protocol.errors import NotFound, UsageError
+from ....protocol.paths import Paths
 from ....protocol.pibin import SESSION_FILE, PiUnavailable, find_pi
-from ....protocol.settings import Paths, Settings
+from ....protocol.settingspec import SettingsLike
 from ....protocol.spawn import PIPE, spawn
 from ....protocol.states import CLAIMED
 from ....protocol.store import open_store
@@ -26,7 +27,7 @@ from ...views.runref import resolve_run
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
 
-def _conversation(settings: Settings, paths: Paths, run: str, *,
+def _conversation(settings: SettingsLike, paths: Paths, run: str, *,
                   writing: bool) -> tuple[str, Path]:
     """(run id, its Pi session file) for what was typed as RUN."""
     if not paths.store_file.exists():
@@ -46,14 +47,14 @@ def _conversation(settings: Settings, paths: Paths, run: str, *,
     return run, session
 
 
-def _pi(settings: Settings) -> str:
+def _pi(settings: SettingsLike) -> str:
     try:
         return find_pi(settings.pi_bin)
     except PiUnavailable as exc:
         raise UsageError(str(exc), code="pi_not_found") from None
 
 
-def _env(settings: Settings) -> dict[str, str]:
+def _env(settings: SettingsLike) -> dict[str, str]:
     env = dict(os.environ)
     if settings.pi_agent_dir is not None:
         env["PI_CODING_AGENT_DIR"] = str(Path(settings.pi_agent_dir).expanduser())

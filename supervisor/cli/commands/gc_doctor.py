@@ -15,7 +15,7 @@ import typer
 
 from ....protocol.clock import now_ms
 from ....protocol.errors import PiWorkflowsError
-from ....protocol.settings import Settings
+from ....protocol.settingspec import defaults
 from ....protocol.store import Store
 from ...maint.doctor import Check, check_pi, check_python, run_checks
 from ...maint.gc import Report, collect_garbage, format_bytes, parse_duration
@@ -91,7 +91,7 @@ def _doctor_checks(project: Path) -> list[Check]:
     except PiWorkflowsError as exc:
         # Bad settings stop every command; say so, and check what needs none.
         return [check_python(), Check("settings", "fail", exc.message),
-                check_pi(Settings.model_construct())]
+                check_pi(defaults())]
     return run_checks(settings, paths)
 
 

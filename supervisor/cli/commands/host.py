@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 
 from ....protocol.errors import UsageError
-from ....protocol.settings import Paths, Settings
+from ....protocol.paths import Paths
+from ....protocol.settingspec import SettingsLike
 from ...host.background import (
     START_TIMEOUT_S,
     STOP_MARGIN_S,
@@ -83,7 +84,7 @@ def _background(paths: Paths, argv: list[str], timeout: float | None, as_json: b
                    f" log {log}; stop it with `pi-workflows host --stop`")
 
 
-def _stop(settings: Settings, paths: Paths, timeout: float | None, as_json: bool) -> None:
+def _stop(settings: SettingsLike, paths: Paths, timeout: float | None, as_json: bool) -> None:
     if timeout is None:
         timeout = settings.drain_grace_s + settings.hung_kill_after_s + STOP_MARGIN_S
     host = stop_host(paths, timeout=timeout)

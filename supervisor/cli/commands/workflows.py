@@ -16,7 +16,7 @@ import typer
 
 from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_dirs
 from ....protocol.errors import ExitCode
-from ....protocol.settings import Settings
+from ....protocol.settingspec import SettingsLike
 from ..isolated import load_summary
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
@@ -34,7 +34,7 @@ def _short(digest: str) -> str:
     return digest.split(":", 1)[-1][:12]
 
 
-def _listing(settings: Settings, project: Path) -> dict[str, Any]:
+def _listing(settings: SettingsLike, project: Path) -> dict[str, Any]:
     """The ``workflows --json`` shape, each file imported in a child of its own."""
     local, shared = workflow_dirs(settings, project)
     ok: list[dict[str, Any]] = []
@@ -94,7 +94,7 @@ def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None
         _print_catalog(listing)
 
 
-def _workflow_file(settings: Settings, project: Path, file: str) -> Path:
+def _workflow_file(settings: SettingsLike, project: Path, file: str) -> Path:
     """FILE as given, or a bare workflow name found in the project's, then the global, dir."""
     given = Path(file).expanduser()
     if given.exists() or "/" in file or file.endswith(".py"):
