@@ -23,7 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol.bundle import Bundle, BundleWriter
+from pi_workflows.protocol.bundle import Bundle
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.fence import fenced
 from pi_workflows.protocol.store import RunSource, Store
 

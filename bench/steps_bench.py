@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_workflows import compute, define_workflow, edge, switch
-from pi_workflows.protocol.bundle import Bundle, BundleWriter
+from pi_workflows.protocol.bundle import Bundle
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.definitions.graph import Workflow, definition_digest
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.worker.engine import Engine

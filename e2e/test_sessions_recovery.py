@@ -169,7 +169,8 @@ def test_cancel_a_parked_run_while_its_session_has_another_queued_run(
 def test_a_launch_that_died_after_its_bundle_and_before_the_final_fence_is_resumed(
         project: Project) -> None:
     """The third boundary: claimed, bundle laid out (``run_started``), not yet ``running``."""
-    from pi_workflows.protocol.bundle import Bundle, BundleWriter
+    from pi_workflows.protocol.bundle import Bundle
+    from pi_workflows.protocol.bundlewriter import BundleWriter
     from pi_workflows.protocol.definitions.discovery import load_workflow_file
     from pi_workflows.protocol.store import Store
     from pi_workflows.worker.engine import Engine

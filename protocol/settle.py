@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .bundle import Bundle, BundleWriter
+from .bundle import Bundle
+from .bundlewriter import BundleWriter
 from .definitions.discovery import load_workflow_file
 from .errors import ClaimLost, TransitionRefused
 from .runstate import ErrorInfo, RunState, ending

@@ -18,7 +18,8 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..protocol.artifacts import REF_KEY, externalize, internalize, reserved_key_path
-from ..protocol.bundle import BundleCorrupt, BundleWriter
+from ..protocol.bundle import BundleCorrupt
+from ..protocol.bundlewriter import BundleWriter
 from ..protocol.definitions.graph import (
     EFFECT_KINDS,
     CheckpointNode,

@@ -24,7 +24,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..protocol.bundle import Bundle, BundleWriter
+from ..protocol.bundle import Bundle
+from ..protocol.bundlewriter import BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
 from ..protocol.processes import child_record, self_record, with_entry

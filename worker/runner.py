@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..protocol.bundle import Bundle, BundleCorrupt, BundleExists, BundleWriter
+from ..protocol.bundle import Bundle, BundleCorrupt, BundleExists
+from ..protocol.bundlewriter import BundleWriter
 from ..protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message

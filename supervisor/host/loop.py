@@ -1,14 +1,13 @@
-"""The host: ``pi-workflows host`` supervises one worker subprocess per claimed run.
+"""The host's supervisor loop: one worker subprocess per claimed run.
 
-Owns the supervisor loop. ``loop_once`` is one short pass (heartbeat -> take
-over dead runners -> reap children -> stop hung workers -> renew held
-claims -> restart crashed ones -> claim up to the concurrency limit) so
-tests drive it without threads; ``start`` is start-up (lock, register, reap
-orphans, take over dead runners) and ``shutdown`` the end.
-``supervisor.host.serve`` adds the signals and the wait between passes. Time
-(``monotonic``, the lease ``clock``) and the OS (``OsLayer``) come in from
-outside. Imports ``protocol`` and the supervisor's own modules; starts the
-worker only as a subprocess.
+Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
+runners -> reap children -> stop hung workers -> renew held claims ->
+restart crashed ones -> claim up to the concurrency limit) so tests drive
+it without threads; ``start`` is start-up (lock, register, reap orphans,
+take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
+and the wait. Time and the OS (``OsLayer``) come in from outside. Imports
+``protocol``, ``procs`` and the host wing; starts the worker only as a
+subprocess, never imports it.
 """
 
 from __future__ import annotations
@@ -22,28 +21,25 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
-from ...protocol.bundle import Bundle, BundleWriter
+from ...protocol.bundle import Bundle
 from ...protocol.clock import Clock, now_ms
 from ...protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
-from ...protocol.fence import BundleLocked
-from ...protocol.limits import safe_error_message
-from ...protocol.liveness import host_name, process_start_time, runner_is_dead
+from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
 from ...protocol.retry import with_retries
-from ...protocol.settle import settle_bundle
 from ...protocol.states import QueueState
 from ...protocol.store import Claim, RunnerRow, Store, open_store
 from ...protocol.throttle import Throttle, held_note
 from ...protocol.titles import host_title, set_title
 from ...protocol.wire import PARK_MARGIN_S, ForkRequest, WorkerExit, marker_value
 from ...protocol.workerconfig import WorkerConfig
-from ..procs.claims import after_exit, give_back
-from ..procs.lockholders import Holder
+from ..procs.claims import after_exit, fail_claimed, give_back, lock_blockers, park_locked
 from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from .crashes import CrashBudget
 from .lock import HostLock
+from .takeover import runners
 
 if TYPE_CHECKING:
     from ...protocol.settingspec import SettingsLike
@@ -135,7 +131,7 @@ class Host:
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
         self.zygote.keep()  # it boots (a few hundred ms) while orphans are reaped
-        live, dead = self._runners()
+        live, dead = runners(self.store, self.runner_id)
         reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
         taken = self._take_over(dead)
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
@@ -147,7 +143,7 @@ class Host:
         now = self.monotonic()
         if now >= self._next_sweep:
             self._next_sweep = now + SWEEP_EVERY_S
-            self._heartbeat()
+            self.store.heartbeat(self.runner_id)
             self._take_over_dead_runners()
         self._reap()
         self._stop_hung()
@@ -158,28 +154,13 @@ class Host:
             self._claim()
         self._set_title()
 
-    def _runners(self) -> tuple[set[str], list[RunnerRow]]:
-        """(ids of live runners, rows of runners provably dead on this machine)."""
-        live, dead = {self.runner_id}, []
-        for row in self.store.list_runners():
-            if row.runner_id == self.runner_id:
-                continue
-            if runner_is_dead(row.pid, row.pid_start_time, row.host_name):
-                dead.append(row)
-            else:
-                live.add(row.runner_id)
-        return live, dead
-
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0
-        for row in dead:
+        for row in dead:  # each claim is tracked as soon as it is ours
             for claim in self.store.take_over_runner(row, self.runner_id):
                 self.pending[claim.run_id] = Pending(claim, self.monotonic())
                 taken += 1
         return taken
-
-    def _heartbeat(self) -> None:
-        self.store.heartbeat(self.runner_id)
 
     def _take_over_dead_runners(self) -> None:
         """Free the runs of runners that died since start-up, without waiting for leases.
@@ -190,7 +171,7 @@ class Host:
         """
         if self.stopping:
             return
-        _, dead = self._runners()
+        _, dead = runners(self.store, self.runner_id)
         for row in dead:
             self.os.kill(self.os.run_processes(self.project_key, row.runner_id))
         if dead and (taken := self._take_over(dead)):
@@ -239,13 +220,8 @@ class Host:
                                "the worker could not start; see the host log")
             return
         if code == WorkerExit.BUNDLE_LOCKED:
-            stale = self.os.stale_writers(self.paths.runs_dir, self.project_key, run_id,
-                                          self.runner_id)
-            holders = self.os.lock_holders(Bundle(self.paths.runs_dir, run_id).dir)
-            # Our own leftover for this run (its worker has exited) is stale too.
-            mine = {p.pid: p for p in self.os.run_processes(self.project_key, self.runner_id,
-                                                             run_id)}
-            stale += [mine[h.pid] for h in holders if h.pid in mine]
+            stale, holders = lock_blockers(self.os, self.paths.runs_dir, self.project_key,
+                                           self.runner_id, run_id)
             if stale:
                 # Not this worker's crash: a void claim's writer held the lock.
                 self.os.kill(stale)
@@ -258,7 +234,9 @@ class Host:
                 # Held by something named that is no worker of this run: not a
                 # crash, and not ours to kill. The run waits, parked, for a person.
                 # Nobody named (the holder let go meanwhile): a crash like any other.
-                self._park_locked(claim, holders)
+                self.crashes.forget(run_id)
+                who = park_locked(self.store, self.paths.runs_dir, claim, holders)
+                logger.warning("run {}: parked, its bundle is locked by {}", run_id, who)
                 return
         crashes = self.crashes.record(run_id)
 
@@ -276,42 +254,14 @@ class Host:
         logger.warning("worker for {} crashed (status {}); restart in {:.1f} s", run_id, code,
                        delay)
 
-    def _park_locked(self, claim: Claim, holders: list[Holder]) -> None:
-        run_id = claim.run_id
-        self.crashes.forget(run_id)
-        who = ", ".join(h.describe() for h in holders) or "a process it could not identify"
-        give_back(self.store, self.paths.runs_dir, claim, code="bundle_locked",
-                  message=f"its bundle stayed locked by {who}, which is not a worker of this"
-                          f" run; stop it, then `pi-workflows resume {run_id}`")
-        logger.warning("run {}: parked, its bundle is locked by {}", run_id, who)
-
     @staticmethod
     def _restart_claim(claim: Claim, state: QueueState) -> Claim:
         return Claim(claim.run_id, claim.runner_id, claim.token, claim.lease_expires_at, state,
                      state)
 
     def _fail_settled(self, claim: Claim, code: str, message: str) -> None:
-        """Fail the run in its bundle too, so queue and bundle agree.
-
-        A bundle that stays locked cannot record the failure: the queue is
-        then not made terminal either; the run is parked blocked with the
-        reason, for a person to `resume` or `cancel`.
-        """
-        bundle = Bundle(self.paths.runs_dir, claim.run_id)
-        if bundle.exists():
-            try:
-                settle_bundle(BundleWriter(bundle, self.store, claim.token, fsync="node",
-                                           lock_timeout=SETTLE_LOCK_S),
-                              "run_failed", {"code": code, "message": safe_error_message(message)})
-            except BundleLocked:
-                give_back(self.store, self.paths.runs_dir, claim, code=code,
-                          message=f"{message}; its bundle stayed locked, so it was parked:"
-                                  f" `pi-workflows resume {claim.run_id}` retries it")
-                return
-            except PiWorkflowsError as exc:  # corrupt: status shows queue/bundle
-                logger.warning("run {}: its bundle could not record the failure ({})",
-                               claim.run_id, exc.code)
-        self.store.fail(claim.run_id, claim.token, code, message)
+        fail_claimed(self.store, self.paths.runs_dir, claim, code, message,
+                     lock_timeout=SETTLE_LOCK_S)
 
     def _stop_hung(self) -> None:
         now, lease_now = self.monotonic(), self.clock()

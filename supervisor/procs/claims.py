@@ -1,23 +1,31 @@
 """What a runner does with a claim once its worker is gone.
 
-Owns two decisions every runner (host or terminal session) shares: whether
+Owns the decisions every runner (host or terminal session) shares: whether
 a worker's exit left our claim behind (a crash, or a clean-looking exit that
 kept the claim), in which case the run's leftover processes are killed
-before anything reruns its node; and giving a claim back without ending the
-run. Imports ``protocol`` and the supervisor's OS layer.
+before anything reruns its node; giving a claim back without ending the
+run (parked, or parked blocked for a person); and failing a claimed run in
+its bundle and the queue alike. Imports ``protocol`` and the procs wing's
+OS layer and lock holders; never the host or a session.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 from loguru import logger
 
-from ...protocol.bundle import bundle_exists
+from ...protocol.bundle import Bundle, bundle_exists
+from ...protocol.bundlewriter import BundleWriter
 from ...protocol.errors import PiWorkflowsError
+from ...protocol.fence import BundleLocked
+from ...protocol.limits import safe_error_message
+from ...protocol.settle import settle_bundle
 from ...protocol.states import QueueState
 from ...protocol.store import Claim, Store
 from ...protocol.wire import CLEAN_EXITS
+from .lockholders import Holder
 from .oslayer import OsLayer
 
 
@@ -59,3 +67,54 @@ def give_back(store: Store, runs_dir: Path, claim: Claim, *, code: str | None = 
         store.park(claim.run_id, claim.token, code=code, message=message)
     except PiWorkflowsError as exc:
         logger.warning("could not give back run {}: {}", claim.run_id, exc)
+
+
+def lock_blockers(os_layer: OsLayer, runs_dir: Path, project_key: str, runner_id: str,
+                  run_id: str) -> tuple[list[psutil.Process], list[Holder]]:
+    """Why a run's bundle stayed locked: (stale writers to kill, every holder of the lock).
+
+    Stale: a writer under a claim that is void, or our own leftover for this
+    run (its worker has exited).
+    """
+    stale = os_layer.stale_writers(runs_dir, project_key, run_id, runner_id)
+    holders = os_layer.lock_holders(Bundle(runs_dir, run_id).dir)
+    mine = {p.pid: p for p in os_layer.run_processes(project_key, runner_id, run_id)}
+    return stale + [mine[h.pid] for h in holders if h.pid in mine], holders
+
+
+def park_locked(store: Store, runs_dir: Path, claim: Claim, holders: list[Holder]) -> str:
+    """Park a run blocked because something that is no worker of it holds its lock.
+
+    Not a crash, and not ours to kill: the run waits for a person. Returns
+    who holds it, for the log.
+    """
+    who = ", ".join(h.describe() for h in holders) or "a process it could not identify"
+    give_back(store, runs_dir, claim, code="bundle_locked",
+              message=f"its bundle stayed locked by {who}, which is not a worker of this"
+                      f" run; stop it, then `pi-workflows resume {claim.run_id}`")
+    return who
+
+
+def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message: str, *,
+                 lock_timeout: float) -> None:
+    """Fail a claimed run in its bundle too, so queue and bundle agree.
+
+    A bundle that stays locked cannot record the failure: the queue is then
+    not made terminal either; the run is parked blocked with the reason, for
+    a person to `resume` or `cancel`.
+    """
+    bundle = Bundle(runs_dir, claim.run_id)
+    if bundle.exists():
+        try:
+            settle_bundle(BundleWriter(bundle, store, claim.token, fsync="node",
+                                       lock_timeout=lock_timeout),
+                          "run_failed", {"code": code, "message": safe_error_message(message)})
+        except BundleLocked:
+            give_back(store, runs_dir, claim, code=code,
+                      message=f"{message}; its bundle stayed locked, so it was parked:"
+                              f" `pi-workflows resume {claim.run_id}` retries it")
+            return
+        except PiWorkflowsError as exc:  # corrupt: status shows queue/bundle
+            logger.warning("run {}: its bundle could not record the failure ({})",
+                           claim.run_id, exc.code)
+    store.fail(claim.run_id, claim.token, code, message)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.artifacts import internalize
-from ...protocol.bundle import Bundle, BundleCorrupt, BundleWriter
+from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.bundlewriter import BundleWriter
 from ...protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ...protocol.definitions.graph import snapshot
 from ...protocol.errors import ClaimLost, UsageError

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pi_workflows.protocol.bundle import Bundle, BundleWriter
+from pi_workflows.protocol.bundle import Bundle
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.clock import now_ms
 from pi_workflows.protocol.definitions.discovery import discover
 from pi_workflows.protocol.definitions.graph import Workflow, definition_digest

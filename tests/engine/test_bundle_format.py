@@ -12,14 +12,8 @@ from typing import Any
 
 import pytest
 from pi_workflows import compute, define_workflow, definition_digest, edge
-from pi_workflows.protocol.bundle import (
-    BOUNDARY_EVENTS,
-    Bundle,
-    BundleCorrupt,
-    BundleWriter,
-    list_bundles,
-    scan_trace,
-)
+from pi_workflows.protocol.bundle import Bundle, BundleCorrupt, list_bundles, scan_trace
+from pi_workflows.protocol.bundlewriter import BOUNDARY_EVENTS, BundleWriter
 from pi_workflows.protocol.definitions.discovery import discover
 from pi_workflows.protocol.errors import LimitError, UsageError
 from pi_workflows.protocol.jsonenc import compact_json

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_workflows.protocol.bundle import BundleWriter
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.store import Store
 from pi_workflows.worker.runner import execute_claim

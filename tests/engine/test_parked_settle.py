@@ -8,7 +8,7 @@ session's one active slot), and refuses to write once a runner took it.
 from __future__ import annotations
 
 import pytest
-from pi_workflows.protocol.bundle import BundleWriter
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.settle import Unclaimed, cancel_parked, repin_source
 from pi_workflows.worker.control import Control

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from pi_workflows import compute, define_workflow
 from pi_workflows.protocol import bundle as bundle_mod
-from pi_workflows.protocol.bundle import BundleWriter
+from pi_workflows.protocol import bundlewriter as writer_mod
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.store import Store
 from pi_workflows.worker.control import Control
@@ -66,7 +67,7 @@ def test_a_line_appended_but_not_projected_is_dropped_and_its_node_reruns(h: Har
     run_id = h.launch("three")
     # The process dies after b's node_finished line is written, before its
     # projection write (a journal line or a state.json replace).
-    writer_cls = bundle_mod.BundleWriter
+    writer_cls = writer_mod.BundleWriter
     real_write = writer_cls._write_state_and_manifest
     armed = {"on": True}
 
@@ -339,7 +340,7 @@ RUN_REPLACEMENTS = 5
 def _replacements(monkeypatch: pytest.MonkeyPatch, crash_at: int = 0) -> list[str]:
     """The names of the files a run replaces atomically, in order; ``crash_at``: die
     (``Crash``) instead of the n-th replacement."""
-    real_write = bundle_mod.write_json_atomic
+    real_write = writer_mod.write_json_atomic
     calls: list[str] = []
 
     def write(path: Path, value: Any, *, sync: bool, sync_dir: bool = True) -> None:
@@ -348,7 +349,7 @@ def _replacements(monkeypatch: pytest.MonkeyPatch, crash_at: int = 0) -> list[st
             raise Crash(f"while writing {path.name}")
         real_write(path, value, sync=sync, sync_dir=sync_dir)
 
-    monkeypatch.setattr(bundle_mod, "write_json_atomic", write)
+    monkeypatch.setattr(writer_mod, "write_json_atomic", write)
     return calls
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pi_workflows import compute, define_workflow, edge
 from pi_workflows.protocol import atomic as atomic_mod
-from pi_workflows.protocol import bundle as bundle_mod
+from pi_workflows.protocol import bundlewriter as writer_mod
 from pi_workflows.protocol.artifacts import externalize
 from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.statelog import LOG_NAME
@@ -42,7 +42,7 @@ def _direct(store: Store, root: Path, n: int, name: str = "00000001") -> Direct:
 
 def _projection_bytes_written(root: Path, n: int, monkeypatch: pytest.MonkeyPatch) -> int:
     written = Counter[str]()
-    real_atomic, real_append = atomic_mod.write_atomic, bundle_mod.append_line
+    real_atomic, real_append = atomic_mod.write_atomic, writer_mod.append_line
 
     def counting_atomic(path: Path, data: bytes, **kw: Any) -> None:
         written[path.name] += len(data)
@@ -53,7 +53,7 @@ def _projection_bytes_written(root: Path, n: int, monkeypatch: pytest.MonkeyPatc
         real_append(path, line, **kw)
 
     monkeypatch.setattr(atomic_mod, "write_atomic", counting_atomic)
-    monkeypatch.setattr(bundle_mod, "append_line", counting_append)
+    monkeypatch.setattr(writer_mod, "append_line", counting_append)
     with Store(root / "s.sqlite3") as store:
         assert _direct(store, root, n).start().run() == "completed"
     monkeypatch.undo()

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_workflows.protocol.bundle import Bundle, BundleWriter
+from pi_workflows.protocol.bundle import Bundle
+from pi_workflows.protocol.bundlewriter import BundleWriter
 from pi_workflows.protocol.states import Outcome
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.worker.control import Control
