@@ -16,8 +16,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...protocol.states import SETTLED_STATUSES, TERMINAL
+from ...protocol.states import SETTLED_STATUSES, TERMINAL, QueueState
 from .durable import Durable, RunFacts
+
+Q = QueueState
 
 KINDS = (
     "run_lost", "run_stuck", "queue_bundle_mismatch", "trace_seq", "trace_seq_behind",
@@ -169,11 +171,11 @@ def check_activations(run: RunFacts, out: Found) -> None:
     activations, pending = 0, False
     for event in run.feed:
         kind, origin = str(event["type"]), (event.get("payload") or {}).get("from")
-        if kind == "starting":
-            pending = origin == "queued"
-        elif kind == "queued":
+        if kind == Q.STARTING:
+            pending = origin == Q.QUEUED
+        elif kind == Q.QUEUED:
             pending = False
-        elif kind == "running" and pending:
+        elif kind == Q.RUNNING and pending:
             activations += 1
             pending = False
     if activations > 1:
@@ -194,14 +196,14 @@ def check_settled(run: RunFacts, out: Found) -> None:
         return
     status = run.state.get("status") if run.state is not None else None
     if status is None:
-        if row["state"] == "done" or (row.get("startedAt") and run.trace is None):
+        if row["state"] == Q.DONE or (row.get("startedAt") and run.trace is None):
             out.append(Violation("run_lost", run.run_id,
                                  f"queue {row['state']} (started) but no readable bundle"))
         return
     if QUEUE_FOR_STATUS.get(str(status)) != row["state"]:
         out.append(Violation("queue_bundle_mismatch", run.run_id,
                              f"queue {row['state']}, bundle {status}"))
-    elif row["state"] == "failed" and row.get("errorCode") not in EXPECTED_FAILURES:
+    elif row["state"] == Q.FAILED and row.get("errorCode") not in EXPECTED_FAILURES:
         out.append(Violation("unexpected_failure", run.run_id,
                              f"failed with {row.get('errorCode')!r}, which no fault explains"))
 
@@ -256,7 +258,7 @@ def check_follow_ups(durable: Durable, out: Found) -> None:
     recorded = {i["runId"] for i in durable.intents}
     for run in durable.runs.values():
         row = run.row or {}
-        if row.get("originSession") and row.get("state") == "failed" \
+        if row.get("originSession") and row.get("state") == Q.FAILED \
                 and row.get("startedAt") is None and run.run_id not in recorded:
             out.append(Violation("follow_up_lost", run.run_id,
                                  f"launch failed ({row.get('errorCode')}) with no turn intent"

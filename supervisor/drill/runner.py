@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...protocol.bundle import Bundle
-from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState
+from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from .checker import Violation, check
 from .durable import collect, marked_processes
@@ -105,7 +105,7 @@ class Drill:
                     status = Bundle(self.scratch.paths.runs_dir, row.run_id).raw_state()
                 except Exception:
                     continue
-                if status.get("status") == "waiting":
+                if status.get("status") == RunStatus.WAITING:
                     out.append(row.run_id)
         return out
 

@@ -48,9 +48,11 @@ TAIL_LINES = 12
 FAILED_LINES = 5  # of a failed command's output, kept above the view
 REFRESH_S = 0.1
 LINE_CHARS = 400  # one tail line, at most (a minified file is one long line)
-MARKS = {"pending": ("·", "dim"), "running": ("●", "yellow"), "done": ("✓", "green"),
+# How a node is shown: display words, not states (``outcome_word`` gives the ended ones).
+PENDING, RUNNING, SKIPPED, INTERRUPTED = "pending", "running", "skipped", "interrupted"
+MARKS = {PENDING: ("·", "dim"), RUNNING: ("●", "yellow"), "done": ("✓", "green"),
          "failed": ("✗", "red"), "timed out": ("✗", "red"), "stopped": ("■", "magenta"),
-         "skipped": ("–", "dim"), "waiting": ("?", "cyan"), "interrupted": ("‖", "yellow")}
+         SKIPPED: ("–", "dim"), "waiting": ("?", "cyan"), INTERRUPTED: ("‖", "yellow")}
 # Escape sequences and control characters a command may print (colours, progress bars).
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 _END_EVENTS = {"run_completed": RunStatus.COMPLETED, "run_failed": RunStatus.FAILED,
@@ -67,7 +69,7 @@ def _clean(line: str) -> str:
 class _Node:
     id: str
     kind: str
-    state: str = "pending"
+    state: str = PENDING
     started: int | None = None
     ended: int | None = None
 
@@ -117,12 +119,12 @@ class LiveView:
         if status in SETTLED_STATUSES:
             self.status = status
             for node in self.nodes.values():
-                if node.state == "pending" and status != RunStatus.WAITING:
-                    node.state = "skipped"  # a waiting run may still get there
+                if node.state == PENDING and status != RunStatus.WAITING:
+                    node.state = SKIPPED  # a waiting run may still get there
         else:
             for node in self.nodes.values():
-                if node.state == "running":
-                    node.state = "interrupted"
+                if node.state == RUNNING:
+                    node.state = INTERRUPTED
         self.current = None
         self.tail.clear()
         self._draw(force=True)
@@ -170,7 +172,7 @@ class LiveView:
             self.started = self.started or at
         elif kind == "node_started" and node_id:
             node = self._node(node_id)
-            node.state, node.started, node.ended = "running", at, None
+            node.state, node.started, node.ended = RUNNING, at, None
             self.current, self.attempt = node_id, event.get("attemptId")
             self.tail.clear()
             self.partial.clear()
@@ -196,7 +198,7 @@ class LiveView:
     def _finished(self, node_id: str, kind: Any, p: dict[str, Any], at: int) -> None:
         node = self._node(node_id)
         result = p.get("result") or {}
-        outcome = Outcome.OK if kind == "node_finished" else result.get("outcome", "failed")
+        outcome = Outcome.OK if kind == "node_finished" else result.get("outcome", Outcome.FAILED)
         node.state, node.ended = outcome_word(outcome), at
         if self.current == node_id:
             self.current = None
@@ -252,7 +254,7 @@ class LiveView:
         grid = Table.grid(padding=(0, 1))
         for node in self.nodes.values():
             mark, style = MARKS.get(node.state, ("·", ""))
-            if node.state == "running" and node.started is not None:
+            if node.state == RUNNING and node.started is not None:
                 took = duration_text(now - node.started)
             elif node.started is not None and node.ended is not None:
                 took = duration_text(node.ended - node.started)
