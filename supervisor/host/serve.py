@@ -5,7 +5,7 @@ handlers that only record (a wakeup pipe, read at the start of each pass: a
 first TERM, INT or HUP drains, a second stops at once), the listening end
 of the wakeup socket, backing off the whole pass while the store is busy, and
 waiting for the next pass on both descriptors. Imports ``protocol`` and the
-host.
+host wing's loop and listener; never ``session`` or ``cli``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ is what the host and the session runner call; ``RealOs`` does it with
 subprocesses (cold, or forked by the zygote), process groups and psutil;
 unit tests pass a fake one, so crash loops, drains and hung workers are
 driven without real processes.
-Imports ``protocol`` and the supervisor's spawning and reaping modules.
+Imports ``protocol`` and the procs wing's spawning, reaping and
+lock-holder modules; never another wing.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ like ``run``: the worker re-checks the source, lays out the bundle, passes
 the final fence (``mark_running``) and only then runs the first node. A
 launch that fails after acknowledgement is ``failed`` with a stable code,
 and the store gives its session one follow-up turn intent in the same
-transaction. Imports ``protocol`` and the session runner.
+transaction. Imports ``protocol``, ``procs``, ``views`` and the session
+wing's runner, actions and preflight; never ``host`` or ``cli``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ SIGTERM parks the run, and a host resumes it; if this process is killed,
 the worker notices (PDEATHSIG) and parks it the same way. ``run NAME``
 without a session inserts its run already claimed (``run_attached``);
 deferred launches reach ``drive`` through ``supervisor.session.activation``.
-Signal handlers only record. Imports ``protocol`` and supervisor helpers.
+Signal handlers only record. Imports ``protocol``, ``procs`` (worker handles,
+the OS layer, claims) and ``views`` (the follower, the view protocol); never
+``host`` or ``cli``.
 """
 
 from __future__ import annotations

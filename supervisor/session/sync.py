@@ -7,7 +7,7 @@ is shown and confirmed after (``protocol.store.catchup``), so a crash in
 between loses nothing. The same call delivers the session's passive
 notifications (leased, shown, then marked: once, or once more after a crash
 in between) and its follow-up turns (resolved, then shown: never twice).
-Imports ``protocol`` and the supervisor's views.
+Imports ``protocol`` and ``views.status``; never ``host`` or ``cli``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ keeping (failures, agent updates, messages, interruptions) in plain words;
 and at the end the outcome for a person with the exact next command. Only
 ``supervisor.views.runview`` imports this module, and only on a terminal, so rich
 never slows the CLI's start-up. A terminal that goes away (EIO) stops the
-drawing and nothing else. Imports rich, ``protocol`` and supervisor views.
+drawing and nothing else. Imports rich, ``protocol`` and the views' follower
+and wording; never another wing.
 """
 
 from __future__ import annotations

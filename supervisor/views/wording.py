@@ -2,7 +2,8 @@
 
 Owns the phrasing the live view and ``logs`` share, so the runner's jargon
 (effects, outcomes, error codes) reaches a person as a sentence. Pure
-functions over trace payloads; no rich, no I/O. Imports ``protocol`` only.
+functions over trace payloads; no rich, no I/O. Imports ``protocol`` and
+``views.timefmt``; never another wing.
 """
 
 from __future__ import annotations
