@@ -5,7 +5,7 @@ the ``Host`` and its server, and the start-up banner. Shared by the typer
 command (``supervisor.cli.commands.host``) and the fast entry point
 (``supervisor.cli.main``), which starts a host without importing typer or
 pydantic: a host that restarts after a crash is back to its runs sooner.
-Never imports typer, pydantic or the worker.
+Imports ``protocol`` and the host wing; never typer, pydantic or the worker.
 """
 
 from __future__ import annotations

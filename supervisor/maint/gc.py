@@ -15,7 +15,8 @@ a gc killed at any point leaves nothing half-removed and a rerun finishes:
 
 A queued, starting, running or parked run is never a candidate, so a host
 claiming runs meanwhile never meets a removed row. Imports ``protocol``
-and ``supervisor.maint.gc_bundles``.
+``supervisor.maint.gc_bundles`` and ``views.timefmt``; never ``session``,
+``host`` or ``cli``.
 """
 
 from __future__ import annotations

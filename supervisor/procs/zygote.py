@@ -8,8 +8,8 @@ pidfd says it is gone) and ``ZygoteKeeper`` (keeps one running, restarts a
 dead one with a growing pause, and answers None while there is none, so
 the caller spawns a cold worker). The zygote is started with
 ``PR_SET_PDEATHSIG`` (SIGKILL): it dies with the host. Never calls
-``waitpid`` on anything but the zygote itself. Imports ``protocol`` and the
-supervisor's worker handles.
+``waitpid`` on anything but the zygote itself. Imports ``protocol`` and
+``procs.workers``; never the worker package or another wing.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ Owns turning a command's arguments into the exact object ``status --json``
 and ``list --json`` print (and the human output is drawn from), so the typer
 commands (``supervisor.cli.commands.status_list``) and the fast command line
 (``supervisor.cli.main``) give the same answers from one code path. Imports
-``protocol`` and the supervisor's views; ``settings`` is either kind
-(``protocol.settings`` or ``protocol.leansettings``).
+``protocol`` and the views wing; never another wing.
 """
 
 from __future__ import annotations
