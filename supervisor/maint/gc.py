@@ -14,7 +14,7 @@ a gc killed at any point leaves nothing half-removed and a rerun finishes:
 4. clear the journal.
 
 A queued, starting, running or parked run is never a candidate, so a host
-claiming runs meanwhile never meets a removed row. Imports ``protocol``
+claiming runs meanwhile never meets a removed row. Imports ``protocol``,
 ``supervisor.maint.gc_bundles`` and ``views.timefmt``; never ``session``,
 ``host`` or ``cli``.
 """
