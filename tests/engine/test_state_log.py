@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import shutil
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,34 +150,66 @@ def _journal_snapshots(direct: Direct) -> tuple[Engine, list[tuple[bytes, bytes,
     return engine, snaps
 
 
-@pytest.mark.timeout(300)
-def test_a_crash_at_every_byte_of_journal_lines_resumes_to_the_same_result(
-        tmp_path: Path) -> None:
-    n = 60
+@dataclass
+class Journal:
+    """One uninterrupted run's journal snapshots, and the files a crash copy is built from."""
+
+    direct: Direct
+    snaps: list[tuple[bytes, bytes, int]]
+    trace: bytes
+    workflow_json: bytes
+    manifest: bytes
+    scratch: Path
+    cuts: list[tuple[int, int]]  # (snapshot, journal bytes kept): every crash point tried
+
+
+JOURNAL_NODES = 60
+CUT_STRIDE = 7  # every 7th byte of each new journal line, and its end
+CUT_CHUNKS = 12  # the cuts are dealt round-robin, so xdist workers share them evenly
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journal]:
+    base = tmp_path_factory.mktemp("journal")
     # Hundreds of resumes under one claim: a lease that outlasts a loaded machine.
-    with fast_dir(tmp_path / "fast") as root, \
+    with fast_dir(base / "fast") as root, \
             Store(root / "s.sqlite3", lease_ms=3_600_000) as store:
-        direct = _direct(store, root / "orig", n)
+        direct = _direct(store, root / "orig", JOURNAL_NODES)
         engine, snaps = _journal_snapshots(direct)
-        trace = engine.writer.bundle.trace_path.read_bytes()
-        workflow_json = engine.writer.bundle.workflow_path.read_bytes()
-        manifest = engine.writer.bundle.manifest_path.read_bytes()
+        bundle = engine.writer.bundle
         assert len(snaps) > 10
+        cuts: list[tuple[int, int]] = []
         prev_log = b""
-        for state_json, log, trace_len in snaps[:12]:
+        for i, (_, log, _) in enumerate(snaps[:12]):
             start = len(prev_log) if log.startswith(prev_log) else 0
             prev_log = log
-            for cut in range(start, len(log) + 1, 7):
-                where = root / "copy"
-                shutil.rmtree(where, ignore_errors=True)
-                bdir = where / "runs" / direct.run_id
-                (bdir / "artifacts").mkdir(parents=True)
-                (bdir / "session").mkdir()
-                (bdir / "workflow.json").write_bytes(workflow_json)
-                (bdir / "manifest.json").write_bytes(manifest)
-                (bdir / "state.json").write_bytes(state_json)
-                (bdir / LOG_NAME).write_bytes(log[:cut])
-                (bdir / "trace.ndjson").write_bytes(trace[:trace_len])
-                resumed = direct.resume(runs=where / "runs")
-                assert resumed.run() == "completed"
-                _finished_once(Bundle(where / "runs", direct.run_id), n)
+            cuts.extend((i, cut) for cut in range(start, len(log) + 1, CUT_STRIDE))
+        yield Journal(direct, snaps, bundle.trace_path.read_bytes(),
+                      bundle.workflow_path.read_bytes(), bundle.manifest_path.read_bytes(),
+                      root, cuts)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chunk", range(CUT_CHUNKS))
+def test_a_crash_at_every_byte_of_journal_lines_resumes_to_the_same_result(
+        journal: Journal, chunk: int) -> None:
+    """The cuts ``k`` with ``k % CUT_CHUNKS == chunk`` of the list of every crash point."""
+    mine = journal.cuts[chunk::CUT_CHUNKS]
+    assert mine
+    direct = journal.direct
+    for snap, cut in mine:
+        state_json, log, trace_len = journal.snaps[snap]
+        where = journal.scratch / f"copy-{chunk}"
+        shutil.rmtree(where, ignore_errors=True)
+        bdir = where / "runs" / direct.run_id
+        (bdir / "artifacts").mkdir(parents=True)
+        (bdir / "session").mkdir()
+        (bdir / "workflow.json").write_bytes(journal.workflow_json)
+        (bdir / "manifest.json").write_bytes(journal.manifest)
+        (bdir / "state.json").write_bytes(state_json)
+        (bdir / LOG_NAME).write_bytes(log[:cut])
+        (bdir / "trace.ndjson").write_bytes(journal.trace[:trace_len])
+        resumed = direct.resume(runs=where / "runs")
+        assert resumed.run() == "completed", (snap, cut)
+        _finished_once(Bundle(where / "runs", direct.run_id), JOURNAL_NODES)
+
