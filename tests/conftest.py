@@ -1,4 +1,5 @@
-"""Shared fixtures: private temp state, a controllable clock, store factories."""
+"""Shared fixtures: private temp state, a controllable clock, store factories, and the
+engine harness (``h``) with its ``GATES`` cleared around every test."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.store import RunSource, Store
+
+from tests.helpers.engine import GATES, Harness
 
 
 class FakeClock:
@@ -66,3 +69,22 @@ def store(make_store: Callable[..., Store]) -> Store:
 def source() -> RunSource:
     return RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
                      "sha256:" + "0" * 64)
+
+
+@pytest.fixture(autouse=True)
+def _clear_gates() -> Iterator[None]:
+    GATES.clear()
+    yield
+    for value in GATES.values():  # never leave an abandoned node thread blocked
+        setter = getattr(value, "set", None)
+        if callable(setter):
+            setter()
+    GATES.clear()
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    """A project with workflow files, a real-clock store and a runs directory."""
+    harness = Harness(tmp_path)
+    yield harness
+    harness.close()
