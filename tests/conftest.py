@@ -9,20 +9,8 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.store import RunSource, Store
 
+from tests.helpers.clocks import FakeClock
 from tests.helpers.engine import GATES, Harness
-
-
-class FakeClock:
-    """Wall-clock milliseconds that only move when a test says so."""
-
-    def __init__(self, start: int = 1_800_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +23,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
+def clock() -> FakeClock[int]:
     return FakeClock()
 
 
@@ -45,7 +33,7 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_store(store_path: Path, clock: FakeClock) -> Iterator[Callable[..., Store]]:
+def make_store(store_path: Path, clock: FakeClock[int]) -> Iterator[Callable[..., Store]]:
     opened: list[Store] = []
 
     def factory(**kwargs: object) -> Store:

@@ -26,7 +26,8 @@ from pi_workflows.protocol.store import Store
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import execute_claim
 
-from .store import SOURCE, FixedClock
+from .clocks import FakeClock
+from .store import SOURCE
 
 # ---- the engine: a runner in a process of its own ----------------------------------
 
@@ -165,7 +166,7 @@ def race_short_leases(path: str, runs_dir: str, runner: str, barrier: Barrier, o
 def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
                         conn: Connection) -> None:
     """The new owner: claim an expired run, write through the fence, then obey the parent."""
-    with Store(Path(path), clock=FixedClock(now)) as store:
+    with Store(Path(path), clock=FakeClock(now)) as store:
         claim = store.claim_by_id(run_id, "runner-new")
         target = Path(bundle_dir) / "state.json"
         with fenced(store, Path(bundle_dir), run_id, claim.token):
@@ -189,7 +190,7 @@ def hold_claims(path: str, runner: str, now: int, claims: list[tuple[str, str | 
 
     ``claims`` holds ``(run_id, session or None, make_running)`` entries.
     """
-    with Store(Path(path), clock=FixedClock(now)) as store:
+    with Store(Path(path), clock=FakeClock(now)) as store:
         store.register_runner(runner, "host", os.getpid(), process_start_time(), host_name())
         tokens = {}
         for run_id, session, running in claims:

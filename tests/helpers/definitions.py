@@ -1,4 +1,10 @@
-"""Small builders shared by the definition tests."""
+"""Small builders shared by the definition and CLI tests.
+
+Owns ``make_ctx`` (a ``NodeContext``), ``write`` (a dedented file) and
+``simple_source`` (a valid two-node workflow file's text). Imports
+``pi_workflows.protocol.definitions`` only: never pytest, a conftest or a
+test module.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,17 @@
-"""Builders shared by the engine and bundle tests.
+"""The engine harness shared by the worker, bundle, settle and fork tests.
 
-``Harness`` is a project with workflow files, a real store (real clock) and
-a runs directory, driven through the queue and ``execute_claim`` exactly as
-a runner does. ``start_direct``/``resume_direct`` drive an ``Engine`` over
-an in-memory definition for the fast, many-iteration tests. ``GATES`` is a
-registry that workflow files loaded in this process can import to reach
-events and counters owned by a test.
+Owns ``Harness``, a project with workflow files, a real store (real clock)
+and a runs directory, driven through the queue and ``execute_claim``
+exactly as a runner does (the ``h`` fixture in ``tests/conftest.py`` makes
+one per test); ``Direct``, which drives an ``Engine`` over an in-memory
+definition for the fast, many-iteration tests; crash injection
+(``crash_on``), trace checks and ``fast_dir``. ``GATES`` is a registry that
+workflow files loaded in this process reach as ``h.GATES[...]`` (their
+``HEADER`` imports this module as ``h``), for events and counters owned by
+a test.
 
-Everything here is importable by spawned child processes (no fixtures).
+Everything here is importable by spawned child processes: it must not
+import pytest, a conftest or a test module.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from pi_workflows.protocol.bundle import Bundle, BundleWriter
-from pi_workflows.protocol.clock import now_ms
 from pi_workflows.protocol.definitions.discovery import discover
 from pi_workflows.protocol.definitions.graph import Workflow, definition_digest
 from pi_workflows.protocol.store import QueueRow, RunSource, Store
@@ -34,6 +37,8 @@ from pi_workflows.supervisor.session.launch import prepare_continuation, prepare
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import RunOutcome, execute_claim
+
+from .clocks import LaterClock
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = (
@@ -116,16 +121,6 @@ def bundle_bytes(bundle: Bundle) -> dict[str, bytes]:
 
 class Crash(BaseException):
     """Stands in for the process dying at a chosen point (nothing catches it)."""
-
-
-@dataclass(frozen=True)
-class LaterClock:
-    """Real time plus ``ahead_ms``: a runner that looks after a dead one's lease ran out."""
-
-    ahead_ms: int
-
-    def __call__(self) -> int:
-        return now_ms() + self.ahead_ms
 
 
 def crash_on(engine: Engine, event_type: str, *, node_id: str | None = None,

@@ -1,6 +1,9 @@
-"""Helpers shared by the store tests: row builders and raw snapshots.
+"""Store builders shared by the store, gc and run-reference tests.
 
-Everything here is importable by spawned child processes (no fixtures).
+Owns ``SOURCE`` (a run source), ``put_in_state`` (a row driven to any queue
+state) and raw reads of the file (``raw_row``, ``all_rows``, ``snapshot``).
+Importable by spawned child processes: it must not import pytest, a
+conftest or a test module.
 """
 
 from __future__ import annotations
@@ -14,16 +17,6 @@ from pi_workflows.protocol.store import RunEvent, RunSource, Store
 
 SOURCE = RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
                    "sha256:" + "0" * 64)
-
-
-@dataclass
-class FixedClock:
-    """A picklable clock for child processes: stands still at ``now``."""
-
-    now: int
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def raw_row(path: Path, run_id: str) -> dict[str, Any] | None:

@@ -14,8 +14,8 @@ from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.fence import LOCK_NAME, BundleLocked, fenced
 from pi_workflows.protocol.store import Store
 
-from tests.conftest import FakeClock
 from tests.helpers import children, processes
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import put_in_state
 
 LEASE = 30_000
@@ -46,7 +46,7 @@ def new_owner(store: Store, bundle: Path, now: int) -> Iterator[tuple[Connection
 
 @pytest.mark.timeout(60)
 def test_old_owner_writes_nothing_after_losing_the_lease(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     bundle = tmp_path / "runs" / "r1"
     target = bundle / "state.json"
     old = put_in_state(store, "r1", "running")
@@ -75,7 +75,7 @@ def test_old_owner_writes_nothing_after_losing_the_lease(
 
 @pytest.mark.timeout(60)
 def test_the_lock_serialises_writers_across_processes(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     bundle = tmp_path / "runs" / "r1"
     put_in_state(store, "r1", "running")
     with new_owner(store, bundle, clock.now + LEASE) as (parent, new):
@@ -103,7 +103,7 @@ def test_lock_file_is_private_whatever_the_umask(store: Store, tmp_path: Path) -
 
 
 def test_expired_claim_is_fenced_even_without_a_new_owner(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     bundle = tmp_path / "runs" / "r1"
     token = put_in_state(store, "r1", "running")
     clock.advance(LEASE)

@@ -17,6 +17,7 @@ from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.store.db import ConstraintViolation, classify
 
 from tests.helpers import children, processes
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE
 
 # ---- classify ----------------------------------------------------------------------
@@ -113,21 +114,8 @@ def test_a_transaction_aborted_by_sqlite_surfaces_as_a_store_error(store: Store)
 # ---- retry_store with an injected clock ------------------------------------------------
 
 
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
-
-
 def test_retry_until_success() -> None:
-    fake = FakeTime()
+    fake = FakeClock(0.0)
     calls = []
     retries: list[int] = []
 
@@ -137,7 +125,7 @@ def test_retry_until_success() -> None:
             raise StoreTransientError("busy")
         return "ok"
 
-    result = retry_store(op, sleep=fake.sleep, monotonic=fake.monotonic,
+    result = retry_store(op, sleep=fake.sleep, monotonic=fake,
                          on_retry=lambda n, exc, pause: retries.append(n))
     assert result == "ok" and len(calls) == 4
     assert retries == [0, 1, 2] and len(fake.sleeps) == 3
@@ -145,7 +133,7 @@ def test_retry_until_success() -> None:
 
 
 def test_retry_gives_up_at_the_deadline() -> None:
-    fake = FakeTime()
+    fake = FakeClock(0.0)
     calls = 0
 
     def op() -> None:
@@ -154,7 +142,7 @@ def test_retry_gives_up_at_the_deadline() -> None:
         raise StoreTransientError("still busy")
 
     with pytest.raises(StoreTransientError, match="still busy"):
-        retry_store(op, deadline_s=5.0, sleep=fake.sleep, monotonic=fake.monotonic)
+        retry_store(op, deadline_s=5.0, sleep=fake.sleep, monotonic=fake)
     assert calls > 1 and fake.now <= 5.0  # never sleeps past the deadline
     assert calls == len(fake.sleeps) + 1
 
@@ -162,7 +150,7 @@ def test_retry_gives_up_at_the_deadline() -> None:
 @pytest.mark.parametrize("error", [StorePermanentError("corrupt"), ConstraintViolation("dup"),
                                    ValueError("bug")])
 def test_permanent_errors_are_not_retried(error: Exception) -> None:
-    fake = FakeTime()
+    fake = FakeClock(0.0)
     calls = 0
 
     def op() -> None:
@@ -171,7 +159,7 @@ def test_permanent_errors_are_not_retried(error: Exception) -> None:
         raise error
 
     with pytest.raises(type(error)):
-        retry_store(op, sleep=fake.sleep, monotonic=fake.monotonic)
+        retry_store(op, sleep=fake.sleep, monotonic=fake)
     assert calls == 1 and fake.sleeps == []
 
 

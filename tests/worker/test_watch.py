@@ -8,18 +8,12 @@ import pytest
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.nodes import Watch
 
-
-class Ticks:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers.clocks import FakeClock
 
 
 def _watch(timeout_s: float | None, *, effectful: bool = False,
-           park_grace_s: float = 5.0) -> tuple[Watch, Control, Ticks, threading.Event]:
-    control, ticks, stop = Control(), Ticks(), threading.Event()
+           park_grace_s: float = 5.0) -> tuple[Watch, Control, FakeClock[float], threading.Event]:
+    control, ticks, stop = Control(), FakeClock(50.0), threading.Event()
     watch = Watch(control, stop, timeout_s, effectful=effectful, park_grace_s=park_grace_s,
                   monotonic=ticks)
     return watch, control, ticks, stop

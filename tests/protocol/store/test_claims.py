@@ -9,13 +9,13 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost, ConflictError, TransitionRefused
 from pi_workflows.protocol.store import QueueRow, Store
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, events, put_in_state, snapshot
 
 LEASE = 30_000
 
 
-def test_claim_next_prefers_affinity_then_oldest(store: Store, clock: FakeClock) -> None:
+def test_claim_next_prefers_affinity_then_oldest(store: Store, clock: FakeClock[int]) -> None:
     store.enqueue_detached("old", SOURCE, {})
     clock.advance(1)
     store.enqueue_detached("mine", SOURCE, {}, runner_affinity="runner-b")
@@ -30,7 +30,7 @@ def test_claim_next_prefers_affinity_then_oldest(store: Store, clock: FakeClock)
     assert store.claim_next("runner-a") is None
 
 
-def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock) -> None:
+def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "expired", "running")
     clock.advance(1)
     put_in_state(store, "parked", "parked")
@@ -42,7 +42,7 @@ def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock
     assert got[0] is not None and got[0].state == "running" and got[0].token != token
 
 
-def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock) -> None:
+def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock[int]) -> None:
     store.reserve("s-run", SOURCE, {"secret": 1}, "session-1")
     assert store.claim_next("host") is None
     claim = store.claim_next("rs", session="session-1")
@@ -56,7 +56,8 @@ def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock) -> N
     assert again is not None and again.run_id == "s-run" and again.state == "starting"
 
 
-def test_host_takes_over_an_expired_running_session_run(store: Store, clock: FakeClock) -> None:
+def test_host_takes_over_an_expired_running_session_run(
+        store: Store, clock: FakeClock[int]) -> None:
     store.reserve("s-run", SOURCE, {}, "session-1")
     claim = store.claim_next("rs", session="session-1")
     assert claim is not None
@@ -66,7 +67,7 @@ def test_host_takes_over_an_expired_running_session_run(store: Store, clock: Fak
     assert taken is not None and taken.run_id == "s-run" and taken.state == "running"
 
 
-def test_session_claims_only_its_own_or_unowned_rows(store: Store, clock: FakeClock) -> None:
+def test_session_claims_only_its_own_or_unowned_rows(store: Store, clock: FakeClock[int]) -> None:
     store.reserve("theirs", SOURCE, {}, "session-2")
     clock.advance(1)
     store.enqueue_detached("free", SOURCE, {})
@@ -80,7 +81,7 @@ def test_session_claims_only_its_own_or_unowned_rows(store: Store, clock: FakeCl
 
 
 def test_takeover_of_an_expired_claim_fences_the_old_token(store: Store,
-                                                            clock: FakeClock) -> None:
+                                                            clock: FakeClock[int]) -> None:
     old = put_in_state(store, "r1", "running")
     clock.advance(LEASE - 1)
     assert store.claim_next("runner-b") is None  # one millisecond left: still owned
@@ -96,7 +97,7 @@ def test_takeover_of_an_expired_claim_fences_the_old_token(store: Store,
     store.finish("r1", new.token)
 
 
-def test_renew_extends_only_an_unexpired_claim(store: Store, clock: FakeClock) -> None:
+def test_renew_extends_only_an_unexpired_claim(store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "r1", "running")
     clock.advance(LEASE - 1)
     renewal = store.renew("r1", token)
@@ -108,7 +109,7 @@ def test_renew_extends_only_an_unexpired_claim(store: Store, clock: FakeClock) -
     assert snapshot(store, "r1") == before
 
 
-def test_mark_running_needs_an_unexpired_claim(store: Store, clock: FakeClock) -> None:
+def test_mark_running_needs_an_unexpired_claim(store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "r1", "starting")
     clock.advance(LEASE)
     before = snapshot(store, "r1")
@@ -208,7 +209,7 @@ def test_running_keeps_the_reservation(store: Store) -> None:
         store.reserve("b", SOURCE, {}, "session-1")
 
 
-def test_parked_run_of_a_busy_session_is_skipped(store: Store, clock: FakeClock) -> None:
+def test_parked_run_of_a_busy_session_is_skipped(store: Store, clock: FakeClock[int]) -> None:
     """Regression: the host claimed such a row and hit the unique index (a permanent error)."""
     store.reserve("a", SOURCE, {}, "session-1")
     claim = store.claim_next("rs", session="session-1")
@@ -245,7 +246,7 @@ def test_one_continuation_per_parent(store: Store) -> None:
         store.enqueue_detached("cont-3", SOURCE, {}, parent_run_id="parent")
 
 
-def test_delete_unstarted_continuation(store: Store, clock: FakeClock) -> None:
+def test_delete_unstarted_continuation(store: Store, clock: FakeClock[int]) -> None:
     put_in_state(store, "parent", "done")
     claim = store.insert_and_claim("cont-1", SOURCE, {}, "runner-a", parent_run_id="parent")
     with pytest.raises(ClaimLost):
@@ -280,7 +281,7 @@ def test_a_blocked_park_waits_for_a_person(store: Store) -> None:
     assert row is not None and row.error_code is None and row.error_message is None
 
 
-def test_a_rotated_claim_fences_out_the_old_token(store: Store, clock: FakeClock) -> None:
+def test_a_rotated_claim_fences_out_the_old_token(store: Store, clock: FakeClock[int]) -> None:
     store.enqueue_detached("r1", SOURCE, {})
     claim = store.claim_next("runner-a")
     assert claim is not None

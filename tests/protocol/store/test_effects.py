@@ -6,7 +6,7 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost, ConflictError, LimitError, TransitionRefused
 from pi_workflows.protocol.store import Store
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import put_in_state
 
 KEY = ("r1", "send-mail", "mail-1")
@@ -49,7 +49,7 @@ def test_reject_is_final(store: Store) -> None:
     assert store.get_effect(*KEY) == rejected
 
 
-def test_indeterminate_then_retry_then_apply(store: Store, clock: FakeClock) -> None:
+def test_indeterminate_then_retry_then_apply(store: Store, clock: FakeClock[int]) -> None:
     _begin(store)
     assert store.mark_effect_indeterminate(*KEY).state == "indeterminate"
     with pytest.raises(TransitionRefused):
@@ -84,7 +84,7 @@ def test_effect_result_is_bounded(store: Store) -> None:
     assert effect is not None and effect.state == "pending"
 
 
-def test_fenced_effect_writes_need_the_live_claim(store: Store, clock: FakeClock) -> None:
+def test_fenced_effect_writes_need_the_live_claim(store: Store, clock: FakeClock[int]) -> None:
     old = put_in_state(store, "r1", "running")
     assert _begin(store, token=old) == ("pending", True)
     clock.advance(store.lease_ms)

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pi_workflows.protocol.errors import ConflictError, LimitError, TransitionRefused, UsageError
 from pi_workflows.protocol.store import Store, intent_id_for
 
-from tests.conftest import FakeClock
 from tests.helpers import children, processes
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import all_rows
 
 # ---- run events and watermarks -----------------------------------------------------
@@ -75,7 +75,7 @@ def test_notification_is_idempotent_per_run_node_index(store: Store) -> None:
 
 
 def test_notification_delivered_once_and_stale_claims_refused(store: Store,
-                                                              clock: FakeClock) -> None:
+                                                              clock: FakeClock[int]) -> None:
     store.add_notification("s1", "r1", "n1", 0, "final", {"done": True})
     first, rows = store.claim_notifications("s1", lease_ms=1000)
     assert len(rows) == 1 and store.claim_notifications("s1")[1] == []  # leased
@@ -91,7 +91,7 @@ def test_notification_delivered_once_and_stale_claims_refused(store: Store,
 
 
 def test_a_late_mark_counts_while_no_other_deliverer_took_the_row(store: Store,
-                                                                   clock: FakeClock) -> None:
+                                                                   clock: FakeClock[int]) -> None:
     """Shown, then the mark waited past the lease (a busy store): shown once, not again."""
     store.add_notification("s1", "r1", "n1", 0, "final", {"done": True})
     token, rows = store.claim_notifications("s1", lease_ms=1000)
@@ -161,7 +161,7 @@ def test_one_pending_intent_per_run_and_session(store: Store) -> None:
 
 
 def test_turn_intent_resolves_once_and_release_hands_it_back(store: Store,
-                                                             clock: FakeClock) -> None:
+                                                             clock: FakeClock[int]) -> None:
     intent, _ = store.create_turn_intent("s1", "r1", "launch_failed", "a", {})
     token, claimed = store.claim_turn_intents("s1", lease_ms=1000)
     assert [i.intent_id for i in claimed] == [intent.intent_id]

@@ -8,7 +8,7 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.store import Store
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, all_rows, put_in_state, raw_row
 
 MARKER = "PRIVATE-MARKER-7f3a9c"
@@ -41,7 +41,7 @@ def test_input_is_cleared_when_a_starting_launch_is_cancelled(store: Store) -> N
     assert _stored_input(store, "r1") is None
 
 
-def test_only_the_claim_holder_reads_the_input(store: Store, clock: FakeClock) -> None:
+def test_only_the_claim_holder_reads_the_input(store: Store, clock: FakeClock[int]) -> None:
     store.reserve("r1", SOURCE, INPUT, "session-1")
     with pytest.raises(ClaimLost):
         store.private_input("r1", "guess")  # queued: nobody holds a claim

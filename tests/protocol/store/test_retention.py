@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pi_workflows.protocol.store import Store
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, all_rows, put_in_state
 
 pytestmark = pytest.mark.timeout(30)
@@ -40,7 +40,8 @@ def _removable(store: Store, cutoff: int) -> list[list[str]]:
     return [c.run_ids for c in store.chains() if blocker(c, cutoff) is None]
 
 
-def test_only_settled_runs_older_than_the_cutoff_may_go(store: Store, clock: FakeClock) -> None:
+def test_only_settled_runs_older_than_the_cutoff_may_go(
+        store: Store, clock: FakeClock[int]) -> None:
     for state in ("queued", "starting", "running", "parked", "failed", "cancelled"):
         _settle(store, f"old-{state}", state)
     _settle(store, "old-completed", "completed")
@@ -54,7 +55,7 @@ def test_only_settled_runs_older_than_the_cutoff_may_go(store: Store, clock: Fak
 
 
 def test_a_chain_goes_whole_and_only_when_every_run_of_it_settled(
-        store: Store, clock: FakeClock) -> None:
+        store: Store, clock: FakeClock[int]) -> None:
     _settle(store, "answered", "waiting")
     _settle(store, "answered-c", "completed", parent="answered")
     _settle(store, "open", "waiting")
@@ -83,7 +84,7 @@ def blocker_code(store: Store, run_ids: list[str], cutoff: int) -> str | None:
     return None if hold is None else hold.code
 
 
-def test_a_session_owed_a_message_keeps_the_run(store: Store, clock: FakeClock) -> None:
+def test_a_session_owed_a_message_keeps_the_run(store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "told", "running")
     store.add_notification("s1", "told", "n", 0, "final", {"message": "hi"}, token=token)
     store.finish("told", token, "completed")
@@ -101,7 +102,7 @@ def test_a_session_owed_a_message_keeps_the_run(store: Store, clock: FakeClock) 
 
 
 def test_remove_chain_deletes_every_row_of_the_chain_and_nothing_else(
-        store: Store, clock: FakeClock) -> None:
+        store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "p", "running")
     store.begin_effect("p", "act", "k", "fp", "a1", token=token)
     store.add_notification("s1", "p", "n", 0, "final", {"message": "x"}, token=token)
@@ -118,7 +119,8 @@ def test_remove_chain_deletes_every_row_of_the_chain_and_nothing_else(
     assert store.get("other") is not None and store.events_since(0, run_id="other")
 
 
-def test_remove_chain_checks_again_inside_its_transaction(store: Store, clock: FakeClock) -> None:
+def test_remove_chain_checks_again_inside_its_transaction(
+        store: Store, clock: FakeClock[int]) -> None:
     _settle(store, "p", "waiting")
     _settle(store, "c", "completed", parent="p")
     clock.advance(DAY)
@@ -135,7 +137,7 @@ def test_remove_chain_checks_again_inside_its_transaction(store: Store, clock: F
 
 
 def test_a_session_catching_up_after_a_removal_never_goes_back_or_repeats(
-        store: Store, clock: FakeClock) -> None:
+        store: Store, clock: FakeClock[int]) -> None:
     _settle(store, "a", "completed")
     first = store.begin_catch_up("s1")
     store.end_catch_up(first)
@@ -160,7 +162,7 @@ def test_a_session_catching_up_after_a_removal_never_goes_back_or_repeats(
 
 
 def test_a_fork_keeps_its_original_and_a_closed_wait_may_go(
-        store: Store, clock: FakeClock) -> None:
+        store: Store, clock: FakeClock[int]) -> None:
     _settle(store, "original", "failed")
     store.enqueue_detached("its-fork", SOURCE, {}, fork=("original", "build"))
     _settle(store, "closed", "waiting")

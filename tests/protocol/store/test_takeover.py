@@ -13,8 +13,8 @@ from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.liveness import host_name, process_start_time, runner_is_dead
 from pi_workflows.protocol.store import RunnerRow, Store
 
-from tests.conftest import FakeClock
 from tests.helpers import children, processes
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, events
 
 # (run_id, session to claim it as, mark running?)
@@ -30,7 +30,7 @@ Victim = tuple[BaseProcess, Connection, dict[str, str]]
 
 
 @pytest.fixture
-def victim(store: Store, clock: FakeClock) -> Iterator[Victim]:
+def victim(store: Store, clock: FakeClock[int]) -> Iterator[Victim]:
     """A real child process registered as runner ``victim`` holding four claims."""
     for run_id, session, _ in CLAIMS:
         if session is None:
@@ -57,7 +57,7 @@ def _runner(store: Store, runner_id: str) -> RunnerRow:
 
 @pytest.mark.timeout(60)
 def test_kill_9_runner_claims_are_taken_over_at_once(
-        store: Store, clock: FakeClock,
+        store: Store, clock: FakeClock[int],
         victim: Victim) -> None:
     proc, _, tokens = victim
     dead = _runner(store, "victim")
@@ -97,7 +97,7 @@ def test_kill_9_runner_claims_are_taken_over_at_once(
 
 @pytest.mark.timeout(60)
 def test_a_live_runner_is_never_proven_dead(
-        store: Store, clock: FakeClock,
+        store: Store, clock: FakeClock[int],
         victim: Victim) -> None:
     proc, _, tokens = victim
     row = _runner(store, "victim")
@@ -125,7 +125,7 @@ def test_a_runner_on_another_machine_is_never_proven_dead(store: Store) -> None:
 
 
 def test_takeover_never_moves_claims_of_a_restarted_runner_id(
-        store: Store, clock: FakeClock) -> None:
+        store: Store, clock: FakeClock[int]) -> None:
     """Regression: claims were moved by runner id even after that id re-registered."""
     old = store.register_runner("r", "host", os.getpid(), 1.0, host_name())
     store.enqueue_detached("x", SOURCE, {})

@@ -14,7 +14,7 @@ from pi_workflows.protocol.errors import ClaimLost, TransitionRefused
 from pi_workflows.protocol.states import QUEUE_STATES, TRANSITIONS, allowed
 from pi_workflows.protocol.store import Store
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, events, put_in_state, raw_row, snapshot
 
 LEASE = 30_000
@@ -45,7 +45,7 @@ def _assert_moved(store: Store, run_id: str, before: int, to_state: str,
     assert (row.finished_at is not None) is (to_state in ("done", "failed", "cancelled"))
 
 
-def test_queued_to_starting(store: Store, clock: FakeClock) -> None:
+def test_queued_to_starting(store: Store, clock: FakeClock[int]) -> None:
     store.enqueue_detached("r1", SOURCE, {"x": 1})
     n = len(events(store, "r1"))
     claim = store.claim_by_id("r1", "runner-a")
@@ -65,7 +65,7 @@ def test_queued_to_cancelled(store: Store) -> None:
     _assert_moved(store, "r1", n, "cancelled", "queued")
 
 
-def test_starting_to_running(store: Store, clock: FakeClock) -> None:
+def test_starting_to_running(store: Store, clock: FakeClock[int]) -> None:
     token = put_in_state(store, "r1", "starting")
     n = len(events(store, "r1"))
     clock.advance(5)
@@ -92,7 +92,7 @@ def test_starting_to_cancelled(store: Store) -> None:
     _assert_moved(store, "r1", n, "cancelled", "starting")
 
 
-def test_starting_to_queued_after_lease_expiry(store: Store, clock: FakeClock) -> None:
+def test_starting_to_queued_after_lease_expiry(store: Store, clock: FakeClock[int]) -> None:
     put_in_state(store, "r1", "starting")
     with pytest.raises(TransitionRefused):
         store.requeue_expired_starting("r1")  # lease still live
@@ -195,7 +195,7 @@ def test_every_pair_is_covered() -> None:
 
 @pytest.mark.parametrize(("from_state", "to_state"), DISALLOWED,
                          ids=[f"{a}->{b}" for a, b in DISALLOWED])
-def test_disallowed_transition_is_refused(store: Store, clock: FakeClock, from_state: str,
+def test_disallowed_transition_is_refused(store: Store, clock: FakeClock[int], from_state: str,
                                           to_state: str) -> None:
     # The most authoritative token the caller could hold: the live one, or the last one.
     token = put_in_state(store, "r1", from_state)
@@ -219,7 +219,7 @@ def test_claim_of_a_live_claim_is_refused(store: Store, state: str) -> None:
     assert snapshot(store, "r1") == before
 
 
-def test_stale_token_cannot_move_a_taken_over_run(store: Store, clock: FakeClock) -> None:
+def test_stale_token_cannot_move_a_taken_over_run(store: Store, clock: FakeClock[int]) -> None:
     old = put_in_state(store, "r1", "running")
     clock.advance(LEASE)
     new = store.claim_by_id("r1", "runner-b")

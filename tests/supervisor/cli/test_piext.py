@@ -19,7 +19,7 @@ from pi_workflows.supervisor.cli.commands.piext import EXTENSION
 from pi_workflows.supervisor.cli.commands.sessions import stdin_lifeline
 from pi_workflows.supervisor.session import sync
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 
 pytestmark = pytest.mark.timeout(60)
 REPO = Path(__file__).resolve().parents[3]
@@ -42,7 +42,7 @@ def test_pi_extension_prints_the_shipped_file() -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Store:
+def store(tmp_path: Path, clock: FakeClock[int]) -> Store:
     return Store(tmp_path / "store.sqlite3", clock=clock, lease_ms=10_000)
 
 
@@ -53,7 +53,7 @@ def _failed_launch(store: Store) -> None:
 
 
 def test_a_held_follow_up_stays_pending_until_resolved_with_its_token(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     _failed_launch(store)
     held = sync.take(store, tmp_path, "s1", hold_follow_ups=True)
     [shown] = held.as_json()["followUps"]

@@ -10,103 +10,25 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pi_workflows.protocol.fence import bundle_lock
 from pi_workflows.protocol.settings import load_settings, resolve_paths
-from pi_workflows.protocol.store import Claim, RunSource, Store
+from pi_workflows.protocol.store import Claim
 from pi_workflows.protocol.wire import WorkerExit
 from pi_workflows.supervisor.host.loop import Host
 from pi_workflows.supervisor.procs.lockholders import Holder
 from pi_workflows.supervisor.procs.workers import EDGES, Phase, PhaseError, WorkerHandle
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
+from tests.helpers.fake_os import FakeOs, FakeProc, enqueue
 
-
-class FakeMonotonic:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-class FakeProc:
-    """Stands in for a worker process: exits with ``code`` when the test says so."""
-
-    next_pid = 4_000_000
-
-    def __init__(self, code: int | None) -> None:
-        FakeProc.next_pid += 1
-        self.pid = FakeProc.next_pid
-        self.code = code
-        self.signals: list[int] = []
-
-    def poll(self) -> int | None:
-        return self.code
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.code if self.code is not None else -9
-
-    def send(self, sig: int) -> bool:
-        self.signals.append(sig)
-        return True
-
-    def send_group(self, sig: int) -> bool:
-        self.signals.append(sig)
-        if sig == signal.SIGKILL and self.code is None:
-            self.code = -9
-        return True
-
-
-class FakeOs:
-    """What the host spawned and killed, and how each fake worker will end."""
-
-    def __init__(self) -> None:
-        self.exit_code: int | None = WorkerExit.CRASHED
-        self.spawned: list[WorkerHandle] = []
-        self.kills: list[list[Any]] = []
-        self.leftovers: list[Any] = []  # what run_processes reports
-        self.stale: list[Any] = []  # what stale_writers reports
-        self.holders: list[Holder] = []  # what lock_holders reports
-
-    def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
-        handle = WorkerHandle(claim, FakeProc(self.exit_code), now)
-        self.spawned.append(handle)
-        return handle
-
-    def start_zygote(self, **_: object) -> Any:
-        raise AssertionError("the zygote is off in these tests")
-
-    def run_processes(self, project_key: str, runner_id: str,
-                      run_id: str | None = None) -> list[Any]:
-        return list(self.leftovers)
-
-    def orphans(self, runs_dir: Path, project_key: str, live: set[str]) -> list[Any]:
-        return []
-
-    def stale_writers(self, runs_dir: Path, project_key: str, run_id: str,
-                      owner: str) -> list[Any]:
-        return list(self.stale)
-
-    def lock_holders(self, bundle_dir: Path) -> list[Holder]:
-        return list(self.holders)
-
-    def kill(self, procs: list[Any]) -> int:
-        self.kills.append(list(procs))
-        return len(procs)
-
-
-Rig = tuple[Host, FakeOs, FakeMonotonic]
+Rig = tuple[Host, FakeOs, FakeClock[float]]
 
 
 @pytest.fixture
 def rig(tmp_path: Path) -> Iterator[Rig]:
-    fake_os, mono = FakeOs(), FakeMonotonic()
+    fake_os, mono = FakeOs(), FakeClock(1000.0)
     settings = load_settings(restart_backoff_s=0, crash_limit=3, crash_window_s=60,
                              lease_ms=10_000, renew_ms=2_000, drain_grace_s=10,
                              hung_kill_after_s=5)
@@ -117,14 +39,10 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     host.shutdown()
 
 
-def _enqueue(store: Store, run_id: str) -> None:
-    store.enqueue_detached(run_id, RunSource("w", "/w.workflow.py", "ab" * 32, "sha256:x"), {})
-
-
 def _one_live_worker(host: Host, fake_os: FakeOs) -> WorkerHandle:
     """Run r1 in a fake worker that does not exit until the test says so."""
     fake_os.exit_code = None
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     return host.workers["r1"]
 
@@ -137,7 +55,7 @@ def _proc(handle: WorkerHandle) -> FakeProc:
 def test_a_crashing_worker_is_restarted_then_the_run_fails_past_the_budget(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.leftovers = ["shell-child"]
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     for _ in range(6):
         host.loop_once()
     row = host.store.get("r1")
@@ -151,7 +69,7 @@ def test_a_crashing_worker_is_restarted_then_the_run_fails_past_the_budget(rig: 
 
 def test_crashes_outside_the_window_do_not_count(rig: Rig) -> None:
     host, fake_os, mono = rig
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     for _ in range(12):
         host.loop_once()
         mono.advance(61)  # each crash falls out of the 60 s window before the next
@@ -162,13 +80,13 @@ def test_crashes_outside_the_window_do_not_count(rig: Rig) -> None:
 
 
 def test_restart_backoff_doubles_on_the_monotonic_clock(tmp_path: Path) -> None:
-    fake_os, mono = FakeOs(), FakeMonotonic()
+    fake_os, mono = FakeOs(), FakeClock(1000.0)
     settings = load_settings(restart_backoff_s=2, crash_limit=5, lease_ms=60_000)
     host = Host(resolve_paths(settings, tmp_path), settings, concurrency=1, clock=FakeClock(),
                 monotonic=mono, os_layer=fake_os, use_zygote=False)
     host.start()
     try:
-        _enqueue(host.store, "r1")
+        enqueue(host.store, "r1")
         host.loop_once()  # start
         host.loop_once()  # reap crash 1: restart due in 2 s
         assert host.pending["r1"].due == mono.now + 2
@@ -185,7 +103,7 @@ def test_restart_backoff_doubles_on_the_monotonic_clock(tmp_path: Path) -> None:
 def test_a_clean_exit_that_left_the_claim_is_a_crash(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = WorkerExit.FINISHED  # but nothing settled the row
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     for _ in range(6):
         host.loop_once()
     row = host.store.get("r1")
@@ -195,7 +113,7 @@ def test_a_clean_exit_that_left_the_claim_is_a_crash(rig: Rig) -> None:
 def test_a_boot_error_fails_the_run_without_a_restart(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = WorkerExit.BOOT_ERROR
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     host.loop_once()
     row = host.store.get("r1")
@@ -206,7 +124,7 @@ def test_a_boot_error_fails_the_run_without_a_restart(rig: Rig) -> None:
 def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = None  # runs forever and never renews
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     first = host.workers["r1"]
     _proc(first).code = None
@@ -227,7 +145,7 @@ def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
 def test_a_worker_that_keeps_hanging_ends_as_a_crash_loop(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = None  # every worker runs forever and never renews
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     for _ in range(3):
         host.clock.advance(host.settings.lease_ms + 1)  # type: ignore[attr-defined]
@@ -243,7 +161,7 @@ def test_a_locked_bundle_kills_the_stale_holder_without_spending_the_crash_budge
     host, fake_os, _ = rig
     fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
     fake_os.stale = ["frozen-old-worker"]
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     for _ in range(8):
         host.loop_once()
     assert fake_os.kills.count(["frozen-old-worker"]) >= 5  # killed at each locked exit
@@ -268,7 +186,7 @@ def test_a_bundle_locked_by_a_stranger_parks_the_run_blocked_not_a_crash(rig: Ri
     host, fake_os, _ = rig
     fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
     fake_os.holders = [Holder(4242, "flock")]
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     _bundle_of(host, "r1")
     for _ in range(4):
         host.loop_once()
@@ -283,7 +201,7 @@ def test_a_bundle_locked_by_a_stranger_parks_the_run_blocked_not_a_crash(rig: Ri
 def test_a_locked_bundle_with_no_holder_found_is_retried_as_a_crash(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = WorkerExit.BUNDLE_LOCKED
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     _bundle_of(host, "r1")
     host.loop_once()
     host.loop_once()
@@ -294,7 +212,7 @@ def test_a_locked_bundle_with_no_holder_found_is_retried_as_a_crash(rig: Rig) ->
 
 def test_a_crash_loop_whose_bundle_stays_locked_parks_instead_of_failing(rig: Rig) -> None:
     host, _, _ = rig
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     lock = bundle_lock(_bundle_of(host, "r1"), timeout=1)
     lock.acquire()  # the bundle cannot record a failure
     try:
@@ -312,7 +230,7 @@ def test_concurrency_is_a_ceiling(rig: Rig) -> None:
     host, fake_os, _ = rig
     fake_os.exit_code = None
     for i in range(5):
-        _enqueue(host.store, f"r{i}")
+        enqueue(host.store, f"r{i}")
     host.loop_once()
     host.loop_once()
     assert len(host.workers) == 2 and len(fake_os.spawned) == 2

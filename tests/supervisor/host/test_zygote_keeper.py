@@ -18,8 +18,8 @@ from pi_workflows.protocol.wire import ForkRequest, WorkerExit
 from pi_workflows.supervisor.host.loop import SPAWN_RETRY_S, Host
 from pi_workflows.supervisor.procs.zygote import RESTART_PAUSE_S, ForkUncertain, ZygoteFailed
 
-from tests.conftest import FakeClock
-from tests.supervisor.host.test_loop import FakeMonotonic, FakeOs, FakeProc, _enqueue
+from tests.helpers.clocks import FakeClock
+from tests.helpers.fake_os import FakeOs, FakeProc, enqueue
 
 
 class FakeZygote:
@@ -59,8 +59,8 @@ class ZygoteOs(FakeOs):
 
 
 @pytest.fixture
-def rig(tmp_path: Path) -> Iterator[tuple[Host, ZygoteOs, FakeMonotonic]]:
-    fake_os, mono = ZygoteOs(), FakeMonotonic()
+def rig(tmp_path: Path) -> Iterator[tuple[Host, ZygoteOs, FakeClock[float]]]:
+    fake_os, mono = ZygoteOs(), FakeClock(1000.0)
     settings = load_settings(lease_ms=60_000, renew_ms=2_000)
     host = Host(resolve_paths(settings, tmp_path), settings, concurrency=4, clock=FakeClock(),
                 monotonic=mono, os_layer=fake_os)
@@ -71,9 +71,9 @@ def rig(tmp_path: Path) -> Iterator[tuple[Host, ZygoteOs, FakeMonotonic]]:
 
 @pytest.mark.timeout(30)
 def test_workers_are_forked_with_what_a_cold_spawn_passes(rig: tuple[Host, ZygoteOs,
-                                                                     FakeMonotonic]) -> None:
+                                                                     FakeClock[float]]) -> None:
     host, fake_os, _ = rig
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     assert len(fake_os.zygotes) == 1 and not fake_os.spawned  # forked, not spawned cold
     (request,) = fake_os.zygotes[0].requests
@@ -86,20 +86,20 @@ def test_workers_are_forked_with_what_a_cold_spawn_passes(rig: tuple[Host, Zygot
 
 @pytest.mark.timeout(30)
 def test_a_dead_zygote_means_cold_spawns_until_it_is_restarted_after_a_pause(
-        rig: tuple[Host, ZygoteOs, FakeMonotonic]) -> None:
+        rig: tuple[Host, ZygoteOs, FakeClock[float]]) -> None:
     host, fake_os, mono = rig
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     forked = host.workers["r1"]
     fake_os.zygotes[0].dead = True
-    _enqueue(host.store, "r2")
+    enqueue(host.store, "r2")
     host.loop_once()
     assert [h.run_id for h in fake_os.spawned] == ["r2"]  # cold while it is down
     assert len(fake_os.zygotes) == 1 and fake_os.zygotes[0].stopped
     assert host.workers["r1"] is forked and isinstance(forked.proc, FakeProc)
     assert forked.proc.signals == []  # the run in flight is left alone
     mono.advance(RESTART_PAUSE_S)
-    _enqueue(host.store, "r3")
+    enqueue(host.store, "r3")
     host.loop_once()
     assert len(fake_os.zygotes) == 2 and [r.run_id for r in fake_os.zygotes[1].requests] == \
         ["r3"]
@@ -107,9 +107,9 @@ def test_a_dead_zygote_means_cold_spawns_until_it_is_restarted_after_a_pause(
 
 @pytest.mark.timeout(30)
 def test_an_unknown_exit_is_clean_only_if_the_worker_settled_its_claim(
-        rig: tuple[Host, ZygoteOs, FakeMonotonic]) -> None:
+        rig: tuple[Host, ZygoteOs, FakeClock[float]]) -> None:
     host, _, _ = rig
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     proc = host.workers["r1"].proc
     assert isinstance(proc, FakeProc)
@@ -120,11 +120,11 @@ def test_an_unknown_exit_is_clean_only_if_the_worker_settled_its_claim(
 
 @pytest.mark.timeout(30)
 def test_an_unanswered_fork_is_retried_under_a_new_token_after_a_marker_sweep(
-        rig: tuple[Host, ZygoteOs, FakeMonotonic]) -> None:
+        rig: tuple[Host, ZygoteOs, FakeClock[float]]) -> None:
     """The zygote read the request and never answered: a worker may run with the token."""
     host, fake_os, mono = rig
     fake_os.zygotes[0].hangs = True
-    _enqueue(host.store, "r1")
+    enqueue(host.store, "r1")
     host.loop_once()
     (request,) = fake_os.zygotes[0].requests
     assert not fake_os.spawned and "r1" not in host.workers  # not started again at once

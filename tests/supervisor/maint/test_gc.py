@@ -17,7 +17,7 @@ from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 from pi_workflows.supervisor.maint.gc import Report, collect_garbage, parse_duration
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import all_rows, put_in_state
 
 pytestmark = pytest.mark.timeout(30)
@@ -67,7 +67,7 @@ def _done(store: Store, paths: Paths, run_id: str) -> Path:
     return _bundle(paths, run_id)
 
 
-def _gc(store: Store, paths: Paths, clock: FakeClock, *, dry_run: bool = False,
+def _gc(store: Store, paths: Paths, clock: FakeClock[int], *, dry_run: bool = False,
         pause: Callable[[str], None] = lambda at: None) -> Report:
     return collect_garbage(store, paths, older_than="1d", now=clock.now + 2 * DAY,
                            dry_run=dry_run, pause=pause)
@@ -78,7 +78,7 @@ def _listing(root: Path) -> list[tuple[str, int]]:
 
 
 def test_dry_run_changes_nothing_and_names_what_would_go(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     _done(store, paths, "a")
     put_in_state(store, "q", "queued")
@@ -90,7 +90,7 @@ def test_dry_run_changes_nothing_and_names_what_would_go(
 
 
 def test_only_real_bundle_directories_are_deleted_and_links_are_not_followed(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     outside = tmp_path / "precious"
     outside.mkdir()
@@ -123,7 +123,7 @@ def test_only_real_bundle_directories_are_deleted_and_links_are_not_followed(
 
 
 def test_a_bundle_locked_by_a_writer_or_waiting_in_its_bundle_stays(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     locked = _done(store, paths, "locked")
     (locked / ".bundle.lock").write_text("")
@@ -149,7 +149,7 @@ class Crash(Exception):
 
 @pytest.mark.parametrize("point", ["journaled", "deleted", "trashed"])
 def test_a_rerun_finishes_what_a_crashed_gc_left(
-        store: Store, clock: FakeClock, tmp_path: Path, point: str) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path, point: str) -> None:
     paths = _paths(tmp_path, store)
     bundles = [_done(store, paths, rid) for rid in ("a", "b")]
 
@@ -178,7 +178,7 @@ def test_a_rerun_finishes_what_a_crashed_gc_left(
 
 
 def test_a_bundle_without_a_row_that_gc_did_not_journal_is_never_touched(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     orphan = _bundle(paths, "from-an-old-store")  # e.g. the store was reset
     _done(store, paths, "a")
@@ -187,7 +187,8 @@ def test_a_bundle_without_a_row_that_gc_did_not_journal_is_never_touched(
     assert orphan.is_dir()
 
 
-def test_a_run_a_live_process_uses_stays(store: Store, clock: FakeClock, tmp_path: Path) -> None:
+def test_a_run_a_live_process_uses_stays(
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     chatted = _done(store, paths, "chatted")  # an interactive Pi on its conversation
     _done(store, paths, "worked")  # a worker (or its agent) that has not exited yet
@@ -212,7 +213,7 @@ def test_a_run_a_live_process_uses_stays(store: Store, clock: FakeClock, tmp_pat
 
 
 def test_a_wait_closed_by_cancel_goes_and_reads_cancelled(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     paths = _paths(tmp_path, store)
     store.finish("closed", put_in_state(store, "closed", "running"), "waiting")
     _bundle(paths, "closed", status="waiting")  # the bundle keeps its waiting record

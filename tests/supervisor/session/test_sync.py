@@ -8,14 +8,14 @@ import pytest
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.supervisor.session import sync
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
 SOURCE = RunSource("flow", "/p/.pi/workflows/flow.workflow.py", "ab" * 32, "sha256:x")
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: FakeClock) -> Store:
+def store(tmp_path: Path, clock: FakeClock[int]) -> Store:
     return Store(tmp_path / "store.sqlite3", clock=clock, lease_ms=10_000)
 
 
@@ -25,7 +25,7 @@ def _note(store: Store, idx: int) -> None:
 
 
 def test_a_notification_is_delivered_once_and_again_only_if_the_delivery_died(
-        store: Store, clock: FakeClock, tmp_path: Path) -> None:
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
     store.enqueue_detached("r1", SOURCE, {}, notify_session="s1")
     _note(store, 1)
     died = sync.take(store, tmp_path, "s1")

@@ -19,6 +19,8 @@ from pi_workflows.supervisor.views.steplogs import INTERRUPTED, read_steps
 from pi_workflows.supervisor.views.wording import duration_text, error_text, person_text
 from rich.console import Console
 
+from tests.helpers.clocks import FakeClock
+
 ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 NODES = [{"id": "build", "kind": "shell"}, {"id": "think", "kind": "agent"},
          {"id": "tell", "kind": "notify"}, {"id": "ask", "kind": "checkpoint"},
@@ -53,14 +55,7 @@ class Run:
             fh.write(json.dumps(record) + "\n")
 
 
-class Clock:
-    now = 0
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def _view(clock: Clock) -> tuple[Any, io.StringIO]:
+def _view(clock: FakeClock[int]) -> tuple[Any, io.StringIO]:
     from pi_workflows.supervisor.views.live import LiveView
 
     out = io.StringIO()
@@ -76,7 +71,7 @@ def _text(out: io.StringIO) -> str:
 @pytest.mark.timeout(20)
 def test_the_live_view_ticks_streams_output_and_agent_text_then_says_what_failed(
         tmp_path: Path) -> None:
-    run, clock = Run(tmp_path), Clock()
+    run, clock = Run(tmp_path), FakeClock(0)
     view, out = _view(clock)
     follower = TraceFollower(run.bundle)
     run.event("run_started", 1000, workflow="wf")
@@ -123,7 +118,7 @@ def test_the_live_view_ticks_streams_output_and_agent_text_then_says_what_failed
 @pytest.mark.timeout(20)
 def test_a_notify_message_is_text_and_a_checkpoint_names_the_answer_command(
         tmp_path: Path) -> None:
-    run, clock = Run(tmp_path), Clock()
+    run, clock = Run(tmp_path), FakeClock(0)
     view, out = _view(clock)
     follower = TraceFollower(run.bundle)
     run.event("run_started", 0, workflow="wf")
@@ -145,7 +140,7 @@ def test_a_notify_message_is_text_and_a_checkpoint_names_the_answer_command(
 @pytest.mark.timeout(20)
 def test_a_wait_closed_by_cancel_ends_cancelled_with_no_answer_command(
         tmp_path: Path) -> None:
-    run, clock = Run(tmp_path), Clock()
+    run, clock = Run(tmp_path), FakeClock(0)
     view, out = _view(clock)
     follower = TraceFollower(run.bundle)
     run.event("run_started", 0, workflow="wf")

@@ -12,7 +12,7 @@ from pi_workflows.supervisor.views.listing import check_state, grouped, listing_
 from pi_workflows.supervisor.views.runref import SHOWN_MATCHES, resolve_run
 from pi_workflows.supervisor.views.status import chain, status_with_chain
 
-from tests.conftest import FakeClock
+from tests.helpers.clocks import FakeClock
 from tests.helpers.store import SOURCE, put_in_state
 
 pytestmark = pytest.mark.timeout(30)
@@ -120,7 +120,7 @@ def test_a_chain_is_read_root_first_from_any_member(store: Store, paths: Paths) 
 
 
 def test_list_selects_newest_first_by_workflow_age_state_and_count(
-        store: Store, clock: FakeClock, paths: Paths) -> None:
+        store: Store, clock: FakeClock[int], paths: Paths) -> None:
     first = clock.now
     put_in_state(store, "r1", "queued")
     clock.advance(60_000)
