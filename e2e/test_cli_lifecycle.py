@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from .conftest import HOLD
+from tests.helpers.processes import reap
+
 from .harness import LineReader, Project, wait_for
+from .snippets import HOLD
 
 REVIEW = """
 from pi_workflows import define_workflow, compute, checkpoint, edge
@@ -194,8 +196,7 @@ def test_watch_follows_a_run_live_and_exits_with_its_outcome(project: Project) -
         assert "run_started" in output.next(30, "the watcher's run_started line")
         assert "hold: started (step 1)" in output.next(30, "the watcher's node line")
     finally:
-        viewer.kill()
-        viewer.wait()
+        reap(viewer)
     project.release()
     wait_for(lambda: project.row(held).state == "done", what="run done without its watcher")
     missing = project.cli("watch", "20990101T000000Z-none-00000000", check=False)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import reap
+
 from .harness import Project, wait_for
 from .test_cli_lifecycle import QUICK, REVIEW
 
@@ -259,9 +261,7 @@ def test_a_foreground_host_starts_without_typer_and_serves(project: Project) -> 
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert proc.returncode == 0, err  # 99: typer or pydantic was loaded
     assert "concurrency 1" in err and "Traceback" not in err
 

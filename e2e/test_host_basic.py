@@ -10,8 +10,8 @@ import subprocess
 import pytest
 from pi_workflows.protocol.paths import project_key
 
-from .conftest import HOLD
 from .harness import Project, alive, wait_for
+from .snippets import HOLD
 
 PIPELINE = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from .conftest import HOLD
 from .harness import Project, wait_for
+from .snippets import HOLD
 
 FLOW = HOLD + """
 from pi_workflows import define_workflow, compute, edge

@@ -21,8 +21,8 @@ import pytest
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import MARKER_ENV
 
-from .conftest import HOLD
 from .harness import HostProcess, Project, alive, wait_for
+from .snippets import HOLD
 
 RANDOM = HOLD + """
 import json, os, random

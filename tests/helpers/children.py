@@ -22,12 +22,13 @@ from typing import Any
 from pi_workflows.protocol.errors import ClaimLost, TransitionRefused
 from pi_workflows.protocol.fence import fenced
 from pi_workflows.protocol.liveness import host_name, process_start_time
-from pi_workflows.protocol.store import Store
+from pi_workflows.protocol.store import Claim, Store
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import execute_claim
 
 from .clocks import FakeClock
 from .store import SOURCE
+from .waiting import wait_for
 
 # ---- the engine: a runner in a process of its own ----------------------------------
 
@@ -39,15 +40,14 @@ def take_over_later(store_path: str, runs: str, project: str, run_id: str,
     with Store(Path(store_path), lease_ms=60_000) as store:
         conn.send("ready")
         assert conn.recv() == "take"
-        end = time.monotonic() + 30
-        while True:
+
+        def claimed() -> Claim | None:
             try:
-                claim = store.claim_by_id(run_id, "runner-new")
-                break
+                return store.claim_by_id(run_id, "runner-new")
             except TransitionRefused:
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.01)  # polling for the old lease to run out, with a deadline
+                return None  # the old lease has not run out yet
+
+        claim: Claim = wait_for(claimed, 30, what="the old lease to run out", interval=0.01)
         conn.send(claim.token)
         assert conn.recv() == "run"
         out = execute_claim(store, claim, runs_dir=Path(runs), project_dir=Path(project),

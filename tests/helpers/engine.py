@@ -23,8 +23,7 @@ import shutil
 import tempfile
 import textwrap
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,19 +47,6 @@ HEADER = (
 )
 # Test-owned objects that workflow files reach with ``h.GATES[...]``.
 GATES: dict[str, Any] = {}
-
-
-def deadline_poll(check: Callable[[], Any], *, timeout_s: float = 20.0,
-                  every_s: float = 0.005, what: str = "condition") -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout_s``."""
-    end = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every_s)
 
 
 @contextlib.contextmanager

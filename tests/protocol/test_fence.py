@@ -39,9 +39,7 @@ def new_owner(store: Store, bundle: Path, now: int) -> Iterator[tuple[Connection
         parent.send("exit")
         processes.join_all([proc], timeout_s=30)
     finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+        processes.reap(proc)
 
 
 @pytest.mark.timeout(60)

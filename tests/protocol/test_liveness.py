@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 from pi_workflows.protocol import liveness
+
+from tests.helpers.processes import reap
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 
@@ -35,17 +37,14 @@ def test_the_start_time_is_psutils_to_the_bit() -> None:
             assert liveness.process_start_time(pid) == psutil.Process(pid).create_time(), pid
         assert liveness.process_start_time() == psutil.Process().create_time()
     finally:
-        child.kill()
-        child.wait()
+        reap(child)
 
 
 def test_alive_zombie_dead_and_reused_agree_with_psutil() -> None:
     me = psutil.Process().create_time()
     child = subprocess.Popen([sys.executable, "-c", "pass"])
-    deadline = time.monotonic() + 30
-    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE:  # exited, not reaped
-        assert time.monotonic() < deadline, "the child never exited"
-        time.sleep(0.01)
+    wait_for(lambda: psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE, 30,
+             what="the child to exit (a zombie: exited, not reaped)", interval=0.01)
     zombie_start = psutil.Process(child.pid).create_time()
     cases = [(os.getpid(), me), (os.getpid(), me + 1.0), (os.getpid(), me - 0.04),
              (child.pid, zombie_start)]

@@ -189,7 +189,5 @@ def test_callers_back_off_while_another_process_holds_the_write_lock(store_path:
             assert parent.poll(30) and parent.recv() == "released"
             processes.join_all([proc], timeout_s=30)
         finally:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+            processes.reap(proc)
         assert {r.run_id for r in store.list_runs()} == {"before", "after"}

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.fence import LockTimeout, RunLock
 
-from e2e.harness import poll
+from tests.helpers.processes import reap
+from tests.helpers.waiting import poll
 
 HOLDER = """
 import fcntl, os, sys, time
@@ -52,8 +53,7 @@ def test_a_process_killed_while_holding_it_frees_it(tmp_path: Path) -> None:
             assert not _free_elsewhere(path)
         assert _free_elsewhere(path)
     finally:
-        holder.kill()
-        holder.wait()
+        reap(holder)
 
 
 @pytest.mark.timeout(30)
@@ -129,5 +129,4 @@ def test_a_lock_file_replaced_while_waiting_is_locked_afresh(tmp_path: Path) -> 
         waiter.join(10)
         assert poll(lambda: _free_elsewhere(path), 5, 0.05)
     finally:
-        holder.kill()
-        holder.wait()
+        reap(holder)

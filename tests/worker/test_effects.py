@@ -13,6 +13,7 @@ from pi_workflows.worker.runner import RunOutcome, execute_claim
 
 from tests.helpers import children, processes
 from tests.helpers.engine import Crash, Harness, assert_well_formed, crash_on, file_lines, types_of
+from tests.helpers.processes import reap
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,9 +83,7 @@ def test_a_kill_after_the_effect_applied_never_repeats_it(h: Harness) -> None:
         proc.join(30)
         assert proc.exitcode == -signal.SIGKILL
     finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+        reap(proc)
     bundle = h.bundle(run_id)
     crashed = assert_well_formed(bundle)
     assert len(crashed) == seq
@@ -116,9 +115,7 @@ def test_a_kill_mid_effect(h: Harness, idempotent: bool) -> None:
         proc.join(30)  # the shell node kills it
         assert proc.exitcode == -signal.SIGKILL
     finally:
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+        reap(proc)
     bundle = h.bundle(run_id)
     crashed = assert_well_formed(bundle)
     assert crashed[-1]["type"] == "effect_recorded"

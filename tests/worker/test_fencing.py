@@ -47,9 +47,7 @@ def test_a_stale_writer_cannot_append_repair_or_finish(tmp_path: Path) -> None:
             conn.send("exit")
             processes.stop(proc)
         finally:
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+            processes.reap(proc)
     finally:
         h.close()
 

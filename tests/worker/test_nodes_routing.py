@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 from typing import Any
@@ -12,7 +11,9 @@ from pi_workflows.worker.agent import ScriptedExecutor
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine
 
-from tests.helpers.engine import GATES, Harness, assert_well_formed, deadline_poll, types_of
+from tests.helpers.engine import GATES, Harness, assert_well_formed, types_of
+from tests.helpers.processes import alive
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -407,7 +408,8 @@ def test_pause_between_nodes_then_unpause(h: Harness) -> None:
     def pause_then_unpause(control: Control) -> None:
         control.request_pause()  # taken at the next node boundary
         GATES["go"].set()
-        deadline_poll(lambda: h.bundle(run_id).raw_state().get("paused"), what="the pause")
+        wait_for(lambda: h.bundle(run_id).raw_state().get("paused"), 20, what="the pause",
+                 interval=0.005)
         control.request_unpause()
 
     out = _with_control_when_running(h, run_id, pause_then_unpause)
@@ -437,22 +439,9 @@ def test_a_shell_node_that_times_out_is_killed_and_its_effect_indeterminate(
     final = h.state(run_id)["finalOutput"]
     assert (final["outcome"], final["errorCode"]) == ("timed_out", "node_timed_out")
     pid = int((h.project / "nap.pid").read_text())
-    deadline_poll(lambda: not _alive(pid), what="the shell to be killed")
+    wait_for(lambda: not alive(pid), 20, what="the shell to be killed", interval=0.005)
     effect = h.store.get_effect(run_id, "nap", "step-1")
     assert effect is not None and effect.state == "indeterminate"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is dead for our purposes (its parent reaps it).
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
 
 
 AGENT = """

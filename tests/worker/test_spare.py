@@ -27,6 +27,8 @@ from pi_workflows.protocol.workerconfig import WorkerConfig
 from pi_workflows.worker import process, spare, zygote
 from pi_workflows.worker.envslot import EnvSlot
 
+from tests.helpers.processes import reap
+
 
 def _config(tmp_path: Path, **overrides: Any) -> str:
     settings = load_settings(**overrides)
@@ -117,8 +119,7 @@ def host() -> Iterator[subprocess.Popen[bytes]]:
     """A stand-in host: a real process whose death the spare must notice."""
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     yield proc
-    proc.kill()
-    proc.wait()
+    reap(proc)
 
 
 Channel = tuple[socket.socket, socket.socket, int]

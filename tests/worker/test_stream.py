@@ -15,7 +15,7 @@ from pi_workflows.worker.control import Control
 from pi_workflows.worker.nodes import Watch, run_shell
 from pi_workflows.worker.stream import MAX_RUN_BYTES, MAX_STREAM_BYTES, OutputStream, OutputStreams
 
-from tests.helpers.engine import deadline_poll
+from tests.helpers.waiting import wait_for
 
 
 class Sink:
@@ -49,8 +49,8 @@ def test_a_line_printed_before_a_pause_is_streamed_while_the_command_still_runs(
                " echo second")
     runner = threading.Thread(target=lambda: result.update(out=_shell(command, live)))
     runner.start()
-    deadline_poll(lambda: sink.text() == "first\n" and sink.text("stderr") == "oops\n",
-                  what="the first lines, streamed")
+    wait_for(lambda: sink.text() == "first\n" and sink.text("stderr") == "oops\n", 20,
+             what="the first lines, streamed", interval=0.005)
     assert runner.is_alive() and not result  # the step has not finished
     go.touch()
     runner.join(20)

@@ -45,9 +45,7 @@ def victim(store: Store, clock: FakeClock[int]) -> Iterator[Victim]:
         tokens = parent.recv()
         yield proc, parent, tokens
     finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
+        processes.reap(proc)
 
 
 def _runner(store: Store, runner_id: str) -> RunnerRow:

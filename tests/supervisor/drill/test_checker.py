@@ -24,6 +24,8 @@ from pi_workflows.protocol.wire import MARKER_ENV
 from pi_workflows.supervisor.drill.checker import KINDS, Violation, check
 from pi_workflows.supervisor.drill.durable import Durable, RunFacts, collect
 
+from tests.helpers.processes import reap
+
 RUN = "20261201T120000Z-chain-0000aaaa"
 
 
@@ -366,8 +368,7 @@ def test_collect_finds_a_live_process_carrying_the_projects_marker(tmp_path: Pat
         assert [v.kind for v in found] == ["leftover_process"]
         assert str(child.pid) in found[0].evidence
     finally:
-        child.kill()
-        child.wait()
+        reap(child)
 
 
 def test_the_ledger_is_judged_against_the_store_it_was_read_around() -> None:

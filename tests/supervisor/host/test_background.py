@@ -21,6 +21,8 @@ from pi_workflows.supervisor.host.background import (
     stop_host,
 )
 
+from tests.helpers.processes import reap
+
 # Says when it is up, then waits; with "ignore" it shrugs SIGTERM off.
 CHILD = ("import signal, sys, time\n"
          "if sys.argv[1:] == ['ignore']: signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
@@ -50,10 +52,7 @@ def child() -> Iterator[Start]:
         return proc
 
     yield start
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
+    reap(*procs)
 
 
 def _lock(paths: Paths, pid: int, start: float, *, ready: bool = True) -> None:

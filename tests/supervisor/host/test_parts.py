@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import psutil
@@ -20,6 +19,9 @@ from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 from pi_workflows.supervisor.host.listener import Listener
 from pi_workflows.supervisor.host.lock import HostLock, HostLockHeld
 from pi_workflows.supervisor.procs.reaper import find_orphans, kill_processes
+
+from tests.helpers.processes import reap
+from tests.helpers.waiting import wait_for
 
 HOLDER = textwrap.dedent("""
     import sys, time
@@ -62,9 +64,7 @@ def test_host_lock_is_exclusive_names_the_holder_and_dies_with_it(tmp_path: Path
         assert info["ready"] is True and info["runnerId"] == "me"
         lock.release()
     finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
+        reap(holder)
 
 
 def test_wakeup_socket_delivers_pokes(tmp_path: Path) -> None:
@@ -102,10 +102,8 @@ def test_orphans_are_found_by_record_and_marker_but_never_a_live_runners(tmp_pat
     procs = [recorded, marked_dead, marked_live, other_project, wrong_start, settled]
     try:
         for p in procs:  # wait until each child is really running its interpreter
-            deadline = time.monotonic() + 10
-            while psutil.Process(p.pid).cmdline()[:1] != [sys.executable]:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            wait_for(lambda p=p: psutil.Process(p.pid).cmdline()[:1] == [sys.executable], 10,
+                     what=f"pid {p.pid} to run {sys.executable}", interval=0.01)
         _record(runs, "r1", [{"pid": recorded.pid, "startTime": process_start_time(recorded.pid),
                               "runnerId": "dead-runner", "role": "worker"},
                              {"pid": wrong_start.pid, "startTime": 12345.0,
@@ -120,7 +118,4 @@ def test_orphans_are_found_by_record_and_marker_but_never_a_live_runners(tmp_pat
         for alive in (marked_live, other_project, wrong_start, settled):
             assert alive.poll() is None
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        reap(*procs)

@@ -18,6 +18,7 @@ from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 from pi_workflows.supervisor.maint.gc import Report, collect_garbage, parse_duration
 
 from tests.helpers.clocks import FakeClock
+from tests.helpers.processes import reap
 from tests.helpers.store import all_rows, put_in_state
 
 pytestmark = pytest.mark.timeout(30)
@@ -204,9 +205,7 @@ def test_a_run_a_live_process_uses_stays(
             assert proc.stdout is not None and proc.stdout.readline()  # it is up
         report = _gc(store, paths, clock)
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        reap(*procs)
     assert [r.run_id for r in report.removed] == ["free"]
     assert {k.run_id: k.reason for k in report.kept} == {"chatted": "in_use", "worked": "in_use"}
     assert sorted(r.run_id for r in _gc(store, paths, clock).removed) == ["chatted", "worked"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +23,9 @@ from pi_workflows.protocol.store import Claim
 from pi_workflows.supervisor.procs.workers import Child, WorkerHandle
 from pi_workflows.supervisor.procs.zygote import ForkedChild
 
+from tests.helpers.processes import alive
+from tests.helpers.waiting import poll
+
 # Leads its own group (spawn gives it a session), keeps a child in that group, waits.
 WORKER = """
 import subprocess, sys, time
@@ -31,14 +33,6 @@ child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 print(child.pid, flush=True)
 time.sleep(60)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.fixture
@@ -77,12 +71,10 @@ def test_terminate_signals_the_worker_and_not_its_group(
     handle = _handle(Child(proc))
     handle.terminate(0.0)
     assert proc.wait(10) == -signal.SIGTERM
-    assert _alive(child)  # the group was not signalled
+    assert alive(child)  # the group was not signalled
     handle.kill(1.0)  # the whole group
-    deadline = time.monotonic() + 10
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _alive(child)
+    poll(lambda: not alive(child), 10, interval=0.01)
+    assert not alive(child)
 
 
 @pytest.mark.timeout(30)
@@ -93,5 +85,5 @@ def test_a_forked_worker_is_signalled_through_its_pidfd_alone(
     handle = _handle(forked)
     handle.terminate(0.0)
     assert proc.wait(10) == -signal.SIGTERM
-    assert _alive(child)
+    assert alive(child)
     assert forked.send(signal.SIGTERM) is False  # gone: no error, and nobody else hit
