@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,8 @@ from pi_workflows.protocol.wakeup import MAX_SOCKET_PATH, address, poke
 from pi_workflows.supervisor.cli.options import parse_input
 from pi_workflows.supervisor.host.listener import Listener
 from pi_workflows.supervisor.procs.reaper import find_orphans
+
+from tests.helpers.cli import run_cli
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,18 +58,14 @@ def test_cli_input_with_a_lone_surrogate_or_bad_words_is_a_usage_error(tmp_path:
         "workflow = define_workflow(start_at='a', nodes=[compute('a', lambda ctx: 1)])\n")
     env = {**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path / "home")}
     for args in (["--input-json", '"\\ud800"'], [os.fsdecode(b"caf\xe9")]):
-        out = subprocess.run([sys.executable, "-m", "pi_workflows", "run", "echo", *args,
-                              "--detach", "--project", str(tmp_path / "proj")],
-                             capture_output=True, text=True, env=env, timeout=30,
-                             errors="replace")
+        out = run_cli("run", "echo", *args, "--detach", "--project", str(tmp_path / "proj"),
+                      env=env, errors="replace")
         assert out.returncode == 2, out.stderr
         assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
 
 
 def test_a_usage_error_after_debug_is_one_line(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, "-m", "pi_workflows", "status", "--debug"],
-                         capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path)})
+    out = run_cli("status", "--debug", env={**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path)})
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "Traceback" not in out.stderr and "No such option" in out.stderr
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,8 @@ from pi_workflows.protocol.settings import (
     project_key,
     resolve_paths,
 )
+
+from tests.helpers.cli import run_cli
 
 
 def _mode(path: Path) -> int:
@@ -83,8 +83,7 @@ def test_bad_settings_are_one_clear_error(monkeypatch: pytest.MonkeyPatch,
     with pytest.raises(UsageError, match="invalid setting fsync"):
         load_settings()
     env = {**os.environ, "PI_WORKFLOWS_LEASE_MS": "soon"}
-    proc = subprocess.run([sys.executable, "-m", "pi_workflows", "paths", "--project",
-                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    proc = run_cli("paths", "--project", str(tmp_path), env=env)
     assert proc.returncode == 2
     assert proc.stderr.startswith("pi-workflows: error: invalid setting lease_ms")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -92,9 +91,7 @@ def test_bad_settings_are_one_clear_error(monkeypatch: pytest.MonkeyPatch,
 
 def test_paths_json_is_complete_and_creates_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path / "h")}
-    proc = subprocess.run([sys.executable, "-m", "pi_workflows", "paths", "--json", "--project",
-                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=60,
-                          check=True)
+    proc = run_cli("paths", "--json", "--project", str(tmp_path), env=env, check=True)
     data = json.loads(proc.stdout)
     assert set(data) == {"home", "stateDir", "storeFile", "runsDir", "hostLock", "logDir"}
     assert data["home"] == str(tmp_path / "h")
@@ -176,8 +173,7 @@ def test_config_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text('fsnyc = "always"\n')
     env = {**os.environ, "PI_WORKFLOWS_CONFIG": str(config)}
-    proc = subprocess.run([sys.executable, "-m", "pi_workflows", "list", "--project",
-                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    proc = run_cli("list", "--project", str(tmp_path), env=env)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == (f"pi-workflows: error: unknown key 'fsnyc' in the config file"
                            f" {config}; did you mean 'fsync'?\n")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import typer
 from pi_workflows.supervisor.cli.app import app, main
+
+from tests.helpers.cli import CliResult, run_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,11 +51,9 @@ def test_the_top_level_help_lists_version_completion_and_short_help(
     assert all(command in text for command in COMMANDS)
 
 
-def _cli(*args: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, home: Path, **env: str) -> CliResult:
     # HOME is a temporary directory: completion must never touch the real one.
-    full = {**os.environ, "HOME": str(home), **env}
-    return subprocess.run([sys.executable, "-m", "pi_workflows", *args], env=full,
-                          capture_output=True, text=True, timeout=60)
+    return run_cli(*args, env={**os.environ, "HOME": str(home), **env})
 
 
 def test_version_prints_the_installed_version(tmp_path: Path) -> None:

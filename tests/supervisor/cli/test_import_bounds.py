@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.processes import alive
+from tests.helpers.waiting import poll
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,9 +28,8 @@ def _project(tmp_path: Path, **files: str) -> tuple[Path, dict[str, str]]:
     return tmp_path / "proj", env
 
 
-def _cli(project: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_workflows", *args, "--project",
-                           str(project)], capture_output=True, text=True, env=env, timeout=30)
+def _cli(project: Path, env: dict[str, str], *args: str) -> CliResult:
+    return run_cli(*args, "--project", str(project), env=env)
 
 
 def test_run_imports_only_the_named_file(tmp_path: Path) -> None:
@@ -79,9 +79,7 @@ def test_a_file_that_ends_the_process_at_import_is_one_error_and_the_rest_lists(
     human = _cli(project, env, "workflows")
     assert human.returncode == 0 and human.stdout.splitlines()[0].startswith("good ")
     assert "error: exits (project)" in human.stdout
-    checked = subprocess.run([sys.executable, "-m", "pi_workflows", "validate",
-                              str(project / ".pi/workflows/exits.workflow.py")],
-                             capture_output=True, text=True, env=env, timeout=30)
+    checked = run_cli("validate", str(project / ".pi/workflows/exits.workflow.py"), env=env)
     assert checked.returncode == 2 and "ended the process" in checked.stderr
     assert checked.stderr.count("\n") == 1
 
@@ -96,15 +94,5 @@ def test_a_process_started_at_import_neither_delays_the_listing_nor_outlives_it(
     data = json.loads(listed.stdout)
     assert [w["name"] for w in data["workflows"]] == ["spawner"], data
     pid = int((project / ".pi" / "workflows" / "helper.pid").read_text())
-    deadline = time.monotonic() + 10
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
+    poll(lambda: not alive(pid), 10)
+    assert not alive(pid)

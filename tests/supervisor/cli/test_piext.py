@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import tomllib
 from pathlib import Path
@@ -19,6 +17,7 @@ from pi_workflows.supervisor.cli.commands.piext import EXTENSION
 from pi_workflows.supervisor.cli.commands.sessions import stdin_lifeline
 from pi_workflows.supervisor.session import sync
 
+from tests.helpers.cli import run_cli
 from tests.helpers.clocks import FakeClock
 
 pytestmark = pytest.mark.timeout(60)
@@ -26,15 +25,10 @@ REPO = Path(__file__).resolve().parents[3]
 SOURCE = RunSource("flow", "/p/.pi/workflows/flow.workflow.py", "ab" * 32, "sha256:x")
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_workflows", *args], capture_output=True,
-                          text=True, timeout=60, env=env)
-
-
 def test_pi_extension_prints_the_shipped_file() -> None:
-    plain = _cli("pi-extension")
+    plain = run_cli("pi-extension")
     assert plain.returncode == 0 and plain.stdout.strip() == str(EXTENSION)
-    assert json.loads(_cli("pi-extension", "--json").stdout) == {"path": str(EXTENSION)}
+    assert json.loads(run_cli("pi-extension", "--json").stdout) == {"path": str(EXTENSION)}
     assert EXTENSION.is_file() and EXTENSION.is_absolute()
     assert "export default function" in EXTENSION.read_text()
     data = tomllib.loads((REPO / "pyproject.toml").read_text())
@@ -95,22 +89,22 @@ def test_resolve_follow_up_through_the_cli(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PI_WORKFLOWS_")}
     env["PI_WORKFLOWS_HOME"] = str(tmp_path / "home")
     where = ("--project", str(project))
-    out = _cli("start", "quick", "--session", "s1", "--json", *where, env=env)
+    out = run_cli("start", "quick", "--session", "s1", "--json", *where, env=env)
     assert out.returncode == 0, out.stderr
     (flows / "quick.workflow.py").write_text("syntax error here\n")
-    assert _cli("activate", "--session", "s1", *where, env=env).returncode == 1
-    snap = json.loads(_cli("sync", "--session", "s1", "--hold-follow-ups", "--json", *where,
+    assert run_cli("activate", "--session", "s1", *where, env=env).returncode == 1
+    snap = json.loads(run_cli("sync", "--session", "s1", "--hold-follow-ups", "--json", *where,
                            env=env).stdout)
     [fu] = snap["followUps"]
-    wrong = _cli("resolve-follow-up", fu["intentId"], "--token", "nope", "--json", *where,
+    wrong = run_cli("resolve-follow-up", fu["intentId"], "--token", "nope", "--json", *where,
                  env=env)
     assert wrong.returncode == 2 and wrong.stderr.startswith("pi-workflows: error: ")
     assert len(wrong.stderr.splitlines()) == 1
-    ok = _cli("resolve-follow-up", fu["intentId"], "--token", fu["token"], "--json", *where,
+    ok = run_cli("resolve-follow-up", fu["intentId"], "--token", fu["token"], "--json", *where,
               env=env)
     assert ok.returncode == 0, ok.stderr
     assert json.loads(ok.stdout) == {"intentId": fu["intentId"], "resolved": True}
-    later = json.loads(_cli("sync", "--session", "s1", "--hold-follow-ups", "--json", *where,
+    later = json.loads(run_cli("sync", "--session", "s1", "--hold-follow-ups", "--json", *where,
                             env=env).stdout)
     assert later["followUps"] == []
 

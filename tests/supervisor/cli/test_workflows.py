@@ -1,28 +1,22 @@
-"""The `workflows` and `validate` commands, run as real subprocesses."""
+"""The `workflows` and `validate` commands, run through the CLI's entry point."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.helpers.cli import run_cli
 from tests.helpers.definitions import simple_source, write
-
-
-def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pi_workflows", *args], capture_output=True,
-                          text=True, timeout=60, cwd=cwd, env=dict(os.environ))
 
 
 def test_validate_ok(tmp_path: Path) -> None:
     path = write(tmp_path / "greet.workflow.py", simple_source())
-    out = cli("validate", str(path))
+    out = run_cli("validate", str(path))
     assert out.returncode == 0, out.stderr
     name, digest = out.stdout.split()[1:]
     assert out.stdout.startswith("ok greet sha256:") and name == "greet"
-    as_json = cli("validate", str(path), "--json")
+    as_json = run_cli("validate", str(path), "--json")
     data = json.loads(as_json.stdout)
     assert data["ok"] is True and data["digest"] == digest and data["name"] == "greet"
 
@@ -39,7 +33,7 @@ def test_validate_prints_one_line_per_problem(tmp_path: Path) -> None:
     )
     """
     path = write(tmp_path / "bad.workflow.py", body)
-    out = cli("validate", str(path))
+    out = run_cli("validate", str(path))
     assert out.returncode == 2
     assert out.stdout == ""
     assert out.stderr.splitlines() == [
@@ -48,21 +42,21 @@ def test_validate_prints_one_line_per_problem(tmp_path: Path) -> None:
         f"{path}: edge 'b' -> 'zz': target 'zz' is not a node",
         f"{path}: max_steps must be a positive integer, got 0",
     ]
-    data = json.loads(cli("validate", str(path), "--json").stdout)
+    data = json.loads(run_cli("validate", str(path), "--json").stdout)
     assert data["ok"] is False and len(data["problems"]) == 4
 
 
 def test_validate_import_error_is_one_line_without_traceback(tmp_path: Path) -> None:
     path = write(tmp_path / "boom.workflow.py", "raise RuntimeError('kaput')\n")
-    out = cli("validate", str(path))
+    out = run_cli("validate", str(path))
     assert out.returncode == 2
     assert out.stderr == f"{path}: import failed at line 1: RuntimeError: kaput\n"
-    debug = cli("--debug", "validate", str(path))
+    debug = run_cli("--debug", "validate", str(path))
     assert debug.returncode == 2 and "Traceback" in debug.stderr
 
 
 def test_validate_missing_file(tmp_path: Path) -> None:
-    out = cli("validate", str(tmp_path / "nope.workflow.py"))
+    out = run_cli("validate", str(tmp_path / "nope.workflow.py"))
     assert out.returncode == 2
     assert out.stderr == f"{tmp_path / 'nope.workflow.py'}: file not found\n"
 
@@ -75,7 +69,7 @@ def test_workflows_json_lists_definitions_and_errors(tmp_path: Path) -> None:
     home = Path(os.environ["PI_WORKFLOWS_HOME"])
     write(home / "greet.workflow.py", simple_source(description="global greet"))
     write(home / "tidy.workflow.py", simple_source(description="global tidy"))
-    out = cli("workflows", "--project", str(project), "--json")
+    out = run_cli("workflows", "--project", str(project), "--json")
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["projectDir"] == str(local.resolve())
@@ -97,7 +91,7 @@ def test_workflows_text_output(tmp_path: Path) -> None:
     project = tmp_path / "project"
     write(project / ".pi" / "workflows" / "greet.workflow.py", simple_source())
     write(project / ".pi" / "workflows" / "broken.workflow.py", "raise ValueError('nope')\n")
-    out = cli("workflows", "--project", str(project))
+    out = run_cli("workflows", "--project", str(project))
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].startswith("greet  project  ")
@@ -107,8 +101,8 @@ def test_workflows_text_output(tmp_path: Path) -> None:
 
 
 def test_workflows_in_an_empty_project(tmp_path: Path) -> None:
-    out = cli("workflows", "--project", str(tmp_path))
+    out = run_cli("workflows", "--project", str(tmp_path))
     assert out.returncode == 0
     assert out.stdout.startswith("no workflows")
-    assert json.loads(cli("workflows", "--project", str(tmp_path), "--json").stdout)[
+    assert json.loads(run_cli("workflows", "--project", str(tmp_path), "--json").stdout)[
         "workflows"] == []
