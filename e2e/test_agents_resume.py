@@ -38,6 +38,8 @@ from .pi_env import PiRpc
 from .scripted_model import Reply, Stall, ToolCalls, message_text
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 DRAFT = """
 from pi_workflows import define_workflow, agent, compute, edge
 

@@ -18,7 +18,7 @@ import pytest
 from .harness import Project, clean_env, poll, wait_for
 from .sessions_kit import QUICK
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # real processes: an e2e drill
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from pi_workflows.protocol.clock import now_ms
 from .harness import LineReader, Project, wait_for
 from .sessions_kit import Children
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 DAY = 86_400_000
 # input {"mode": ...}: done -> completed, fail -> failed, gate -> waits for the file named by
 # "gate", ask -> waits at a checkpoint; an answer "hold:NAME" makes the continuation wait too.

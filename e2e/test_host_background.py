@@ -26,6 +26,8 @@ from .harness import Project, read_json, wait_for
 from .sessions_kit import cli_argv, pty_child
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 FLOW = """
 from pi_workflows import define_workflow, compute
 

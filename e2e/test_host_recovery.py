@@ -17,6 +17,8 @@ from tests.helpers.processes import reap
 from .harness import Project, alive, wait_for
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 LEAVER = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge
 

@@ -12,6 +12,8 @@ import pytest
 from .harness import Project, wait_for
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 FLOW = HOLD + """
 from pi_workflows import define_workflow, compute, edge
 

@@ -18,6 +18,8 @@ from tests.helpers.processes import reap
 from .harness import Project, alive, wait_for
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 FLOW = """
 from pi_workflows import define_workflow, compute, edge
 

@@ -15,6 +15,8 @@ from .agents_kit import Terminal
 from .harness import HarnessError, LineReader, Project, wait_for
 from .sessions_kit import Children, cli_argv
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 # The shell step prints a line, then waits for the test to create `go`.
 VIEWED = """
 from pi_workflows import define_workflow, shell, notify, checkpoint, edge

@@ -24,6 +24,8 @@ from pi_workflows.protocol.wire import MARKER_ENV
 from .harness import HostProcess, Project, alive, wait_for
 from .snippets import HOLD
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 RANDOM = HOLD + """
 import json, os, random
 from pi_workflows import define_workflow, compute, edge
