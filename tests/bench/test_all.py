@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs real benches in subprocesses
+
 REPO = Path(__file__).resolve().parents[2]
 
 

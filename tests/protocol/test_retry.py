@@ -173,6 +173,7 @@ def test_backoff_is_jittered_and_capped() -> None:
 # ---- a real writer holding the lock -----------------------------------------------------
 
 
+@pytest.mark.slow  # a real process holds the lock for 3 s
 @pytest.mark.timeout(60)
 def test_callers_back_off_while_another_process_holds_the_write_lock(store_path: Path) -> None:
     with Store(store_path, busy_timeout_ms=100) as store:

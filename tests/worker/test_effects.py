@@ -70,6 +70,7 @@ def _effect_events(events: list[dict[str, Any]]) -> list[str]:
     return [e["payload"]["effect"] for e in events if e["type"] == "effect_recorded"]
 
 
+@pytest.mark.slow  # kill -9 of a real worker process
 def test_a_kill_after_the_effect_applied_never_repeats_it(h: Harness) -> None:
     h.write("pay", PAY)
     run_id = h.launch("pay", {"amount": 5})
@@ -105,6 +106,7 @@ def test_a_kill_after_the_effect_applied_never_repeats_it(h: Harness) -> None:
     assert h.row(run_id).state == "done"
 
 
+@pytest.mark.slow  # kill -9 of a real worker process
 @pytest.mark.parametrize("idempotent", [False, True])
 def test_a_kill_mid_effect(h: Harness, idempotent: bool) -> None:
     h.write("pay", SHELL_KILLS_ITS_WORKER.format(idempotent=idempotent))

@@ -33,6 +33,7 @@ workflow = define_workflow(
 """
 
 
+@pytest.mark.slow  # a real second runner process takes over
 @pytest.mark.timeout(90)
 def test_a_stale_writer_cannot_append_repair_or_finish(tmp_path: Path) -> None:
     h = Harness(tmp_path, lease_ms=1_000)

@@ -189,6 +189,7 @@ def journal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Journal]:
                       root, cuts)
 
 
+@pytest.mark.slow  # a sweep: hundreds of resumes
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("chunk", range(CUT_CHUNKS))
 def test_a_crash_at_every_byte_of_journal_lines_resumes_to_the_same_result(

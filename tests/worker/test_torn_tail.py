@@ -183,6 +183,7 @@ def _complete_lines(hist: History, offset: int) -> int:
     return max(i for i, end in enumerate(hist.ends) if end <= offset)
 
 
+@pytest.mark.slow  # a sweep: a resume per byte of the trace
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_resume_after_a_crash_at_every_byte_offset(history: History, chunk: int) -> None:

@@ -12,6 +12,8 @@ from pi_workflows.protocol.store import Store
 from tests.helpers import children, processes
 from tests.helpers.store import SOURCE
 
+pytestmark = pytest.mark.slow  # races of eight real processes
+
 PROCS = 8
 ROWS = 200
 

@@ -113,6 +113,7 @@ def test_released_notifications_can_be_claimed_again(store: Store) -> None:
     assert store.claim_notifications("s2")[1] == []  # addressed to one session only
 
 
+@pytest.mark.slow  # a race of real processes
 @pytest.mark.timeout(60)
 def test_concurrent_deliverers_deliver_each_notification_once(tmp_path: Path) -> None:
     path = tmp_path / "state" / "store.sqlite3"
@@ -183,6 +184,7 @@ def test_turn_intent_resolves_once_and_release_hands_it_back(store: Store,
     assert resolved.resolved_at == clock.now
 
 
+@pytest.mark.slow  # a race of real processes
 @pytest.mark.timeout(60)
 def test_concurrent_claimers_resolve_each_intent_once(tmp_path: Path) -> None:
     path = tmp_path / "state" / "store.sqlite3"

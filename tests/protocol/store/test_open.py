@@ -84,6 +84,7 @@ def test_empty_sqlite_database_is_filled_in(store_path: Path) -> None:
         store.enqueue_detached("r1", SOURCE, {})
 
 
+@pytest.mark.slow  # a race of real processes
 @pytest.mark.timeout(60)
 def test_concurrent_first_open_creates_one_store(store_path: Path) -> None:
     count = 6
