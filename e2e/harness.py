@@ -41,8 +41,9 @@ from pi_workflows.supervisor.session.launch import prepare_run
 
 # Re-exported for the drills and the benches (``from e2e.harness import poll``).
 from tests.helpers.processes import alive as alive
-from tests.helpers.waiting import HarnessError, wait_for
+from tests.helpers.waiting import HarnessError as HarnessError
 from tests.helpers.waiting import poll as poll
+from tests.helpers.waiting import wait_for as wait_for
 
 PREFIX = "PI_WORKFLOWS_"
 

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from pi_workflows.protocol.clock import now_ms
 
+from tests.helpers.processes import reap
+
 from .harness import LineReader, Project, wait_for
 from .sessions_kit import Children
 
@@ -216,8 +218,7 @@ def test_gc_killed_mid_way_is_finished_by_the_next_one(project: Project, point: 
         assert proc.stderr is not None
         assert f"paused at {point}" in LineReader(proc.stderr).next(60, "the pause")
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        reap(proc)
     first, rest = runs[0], runs[1:]
     bundle = project.paths.runs_dir / first
     # The first run's rows are gone; its bundle is whole (or wholly in the trash).
