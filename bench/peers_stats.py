@@ -1,7 +1,7 @@
 """The peer comparison's arithmetic: the interleaved schedule, spreads and ratios.
 
 Pure functions over lists of numbers and names (no processes, no clock),
-so they are unit-tested in ``tests/test_peers_stats.py``. Imports only the
+so they are unit-tested in ``tests/bench/test_peers.py``. Imports only the
 standard library.
 """
 

@@ -33,7 +33,7 @@ from pi_workflows.protocol.pibin import SESSION_FILE
 from pi_workflows.protocol.wire import MARKER_ENV, parse_marker
 from pi_workflows.supervisor.drill.pienv import ATTEMPT, scrub_env
 
-from .harness import HarnessError, Project, read_json, wait_for
+from .harness import HarnessError, Project, poll, read_json, wait_for
 from .pi_env import PiEnv, make_pi_env, pi_binary
 from .scripted_model import Reply, Request, ScriptedModel, ToolCall, call, message_text
 from .sessions_kit import on_pty
@@ -249,10 +249,8 @@ def stop_hosts_and_check_nothing_left(project: Project, timeout: float = 30.0) -
             project.stop_host(host)
     left = marked(project)
     if left:
-        deadline = time.monotonic() + timeout
-        while left and time.monotonic() < deadline:
-            time.sleep(0.1)
-            left = [p for p in left if not gone(p)]
+        poll(lambda: all(gone(p) for p in left), timeout, interval=0.1)
+        left = [p for p in left if not gone(p)]
     assert not left, f"processes with the project's marker left behind: {describe_procs(left)}"
 
 

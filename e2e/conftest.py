@@ -1,23 +1,22 @@
-"""The e2e drills' fixture (a project with the drills' fast settings) and shared snippets.
+"""The e2e drills' fixtures: a project with the drills' fast settings, and CLI children.
 
 The project, its hosts and the polling helpers live in ``e2e.harness``
 (shared with the host bench); this module only makes one per test and
 cleans up after it, and the CLI children of the session drills
-(``e2e.sessions_kit``). Imports pytest and ``e2e.harness``.
+(``e2e.sessions_kit``). Shared workflow source is ``e2e.snippets``: no
+module imports this one. Imports pytest, ``e2e.harness`` and
+``e2e.sessions_kit``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
 from .harness import Project, clean_env
-
-if TYPE_CHECKING:
-    from .sessions_kit import Children
+from .sessions_kit import Children
 
 
 @pytest.fixture
@@ -43,25 +42,7 @@ def project(tmp_path: Path) -> Iterator[Project]:
 @pytest.fixture
 def children(project: Project) -> Iterator[Children]:
     """CLI subprocesses a drill leaves running (activate, sync --follow): killed after it."""
-    from .sessions_kit import Children  # it imports HOLD from here
-
     kids = Children(project)
     yield kids
     kids.kill_all()
 
-
-HOLD = """
-def hold(name):
-    # Block the node until the test creates the release file.
-    def fn(ctx):
-        import pathlib, time
-        root = ctx.project_dir
-        with open(root / f"{name}.started", "a") as fh:
-            fh.write(ctx.attempt_id + "\\n")
-        while not (root / "release").exists():
-            if ctx.cancelled():
-                raise RuntimeError("stopped")
-            time.sleep(0.02)
-        return {"held": name}
-    return fn
-"""

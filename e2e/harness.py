@@ -5,10 +5,13 @@ only its own ``PI_WORKFLOWS_*`` settings, never the caller's), starting
 ``pi-workflows host`` subprocesses (or ``host --background`` ones) and
 knowing when they are ready (the host lock file says ``ready`` for that
 pid), stopping them, enqueueing runs in-process, reading the queue, the
-store's events, bundles and logs, polling with a deadline, reading a
-child's output with a deadline, and killing every process a project left
-behind. Imports ``pi_workflows``' ``protocol`` modules and the supervisor's
-reaper and host finder; not pytest, so the bench runs without it.
+store's events, bundles and logs, reading a child's output with a
+deadline, and killing every process a project left behind. Polling with a
+deadline (``poll``, ``wait_for``, ``HarnessError``) and ``alive`` are
+``tests.helpers``', re-exported here for the drills and the benches.
+Imports ``pi_workflows``' ``protocol`` modules, the supervisor's reaper and
+host finder, and ``tests.helpers``; not pytest, so the bench runs without
+it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -37,45 +39,13 @@ from pi_workflows.protocol.store import QueueRow, RunEvent, Store
 from pi_workflows.protocol.wakeup import poke
 from pi_workflows.supervisor.session.launch import prepare_run
 
+# Re-exported for the drills and the benches (``from e2e.harness import poll``).
+from tests.helpers.processes import alive as alive
+from tests.helpers.waiting import HarnessError as HarnessError
+from tests.helpers.waiting import poll as poll
+from tests.helpers.waiting import wait_for as wait_for
+
 PREFIX = "PI_WORKFLOWS_"
-
-
-class HarnessError(AssertionError):
-    """A wait that ran out or a process that misbehaved (an AssertionError, so pytest
-    reports it as a failure with its message)."""
-
-
-# ---- waiting -------------------------------------------------------------------
-
-
-def poll(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
-    """The predicate's first truthy value, or None once ``timeout`` seconds have passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            return None
-        time.sleep(interval)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
-             interval: float = 0.05, diag: Callable[[], str] | None = None) -> Any:
-    """Like ``poll``, but a timeout raises ``HarnessError`` naming ``what`` (and ``diag()``)."""
-    value = poll(predicate, timeout, interval)
-    if not value:
-        extra = f"\n{diag()}" if diag is not None else ""
-        raise HarnessError(f"timed out after {timeout:g} s waiting for {what}{extra}")
-    return value
-
-
-def alive(pid: int) -> bool:
-    """Running and not a zombie (a killed orphan may linger unreaped)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 class LineReader:

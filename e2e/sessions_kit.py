@@ -5,7 +5,8 @@ A session's commands (``start``, ``activate``, ``sync``...) run as real
 ones through ``Children`` (output to a file, or read live with the
 harness's ``LineReader``), a terminal on a real pty (``Terminal``). The
 store is read with plain read-only SQLite for what the store API does not
-show (notification rows, a session's watermark). Imports ``e2e.harness``.
+show (notification rows, a session's watermark). Imports ``e2e.harness``,
+``e2e.snippets`` and ``tests.helpers``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from typing import Any
 import psutil
 from pi_workflows.protocol.wire import MARKER_ENV
 
-from .conftest import HOLD
+from tests.helpers.processes import reap
+
 from .harness import LineReader, Project, alive, wait_for
+from .snippets import HOLD
 
 # task words pick the path: done -> 0, hold -> held node then 0, ask -> 3, fail -> 1.
 FLOW = HOLD + """
@@ -144,11 +147,8 @@ class Children:
 
     def kill_all(self) -> None:
         for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
+                reap(proc)
 
 
 def on_pty(project: Project, *args: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -192,9 +192,7 @@ class Terminal:
         return "".join(self.reader.seen)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(10)
+        reap(self.proc)
 
 
 def worker_of(cli: subprocess.Popen[Any], timeout: float = 30) -> psutil.Process:

@@ -29,6 +29,8 @@ from .harness import Project, wait_for
 from .scripted_model import Reply, Stall, Text, ToolCalls, call
 from .sessions_kit import cli_argv
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 PLAN = """
 from pi_workflows import define_workflow, agent, compute, edge
 

@@ -29,6 +29,8 @@ from .agents_kit import (
 from .harness import Project, wait_for
 from .scripted_model import HttpError, Reply, ToolCalls, call
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 BUILD = """
 from pi_workflows import define_workflow, agent, compute, edge
 

@@ -33,10 +33,12 @@ from .agents_kit import (
     use_brain,
     wait_queue,
 )
-from .conftest import HOLD
 from .harness import Project, wait_for
 from .pi_env import PiRpc
 from .scripted_model import Reply, Stall, ToolCalls, message_text
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 DRAFT = """
 from pi_workflows import define_workflow, agent, compute, edge

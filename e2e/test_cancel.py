@@ -15,6 +15,8 @@ import pytest
 from .harness import Project, alive, wait_for
 from .sessions_kit import FLOW, Terminal
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 SLOW_RENEWAL = {"PI_WORKFLOWS_LEASE_MS": "120000", "PI_WORKFLOWS_RENEW_MS": "60000"}
 
 SHELL = """

@@ -9,23 +9,12 @@ import sys
 
 import pytest
 
-from .conftest import HOLD
+from tests.helpers.processes import reap
+
 from .harness import LineReader, Project, wait_for
+from .snippets import HOLD, ONE_NODE, REVIEW
 
-REVIEW = """
-from pi_workflows import define_workflow, compute, checkpoint, edge
-
-workflow = define_workflow(
-    start_at="draft",
-    nodes=[
-        compute("draft", lambda ctx: {"text": "v1 of " + ctx.input["task"]}),
-        checkpoint("approve", summary=lambda ctx: "approve " + ctx.outputs["draft"]["text"] + "?"),
-        compute("publish", lambda ctx: {"published": ctx.outputs["draft"]["text"],
-                                        "answer": ctx.outputs["approve"]}),
-    ],
-    edges=[edge("draft", "approve"), edge("approve", "publish")],
-)
-"""
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 
 @pytest.mark.timeout(90)
@@ -95,16 +84,10 @@ def test_bad_input_is_one_line_and_leaves_no_row(project: Project) -> None:
     assert json.loads(listing.stdout) == {"runs": []}
 
 
-QUICK = """
-from pi_workflows import define_workflow, compute
-workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"ok": 1})])
-"""
-
-
 @pytest.mark.timeout(120)
 def test_cancel_a_parked_run_settles_its_bundle_too(project: Project) -> None:
     project.write_workflow("holding", HOLDING)
-    project.write_workflow("quick", QUICK)
+    project.write_workflow("quick", ONE_NODE)
     host = project.start_host("--concurrency", "2")
     runs = [project.detach("holding") for _ in range(2)]
     wait_for(lambda: len(project.lines("hold.started")) == 2, what="both runs holding")
@@ -194,8 +177,7 @@ def test_watch_follows_a_run_live_and_exits_with_its_outcome(project: Project) -
         assert "run_started" in output.next(30, "the watcher's run_started line")
         assert "hold: started (step 1)" in output.next(30, "the watcher's node line")
     finally:
-        viewer.kill()
-        viewer.wait()
+        reap(viewer)
     project.release()
     wait_for(lambda: project.row(held).state == "done", what="run done without its watcher")
     missing = project.cli("watch", "20990101T000000Z-none-00000000", check=False)

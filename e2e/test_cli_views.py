@@ -8,7 +8,9 @@ import subprocess
 import pytest
 
 from .harness import Project, wait_for
-from .test_cli_lifecycle import QUICK, REVIEW
+from .snippets import ONE_NODE, REVIEW
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -25,7 +27,7 @@ def _hex(run_id: str) -> str:
 @pytest.mark.timeout(180)
 def test_short_ids_filters_and_a_chain_read_as_one_run(project: Project) -> None:
     project.write_workflow("review", REVIEW)
-    project.write_workflow("quick", QUICK)
+    project.write_workflow("quick", ONE_NODE)
     human: list[str] = []  # every human output, checked for Python's None at the end
 
     def show(*args: str) -> str:

@@ -10,16 +10,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .harness import Project, clean_env, wait_for
+from .harness import Project, clean_env, poll, wait_for
 from .sessions_kit import QUICK
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]  # real processes: an e2e drill
 
 
 @pytest.fixture
@@ -74,9 +73,8 @@ def test_a_full_disk_is_one_line_a_paced_warning_and_the_host_recovers(
         # The host meets the full disk too (its heartbeat); it says so once, not per retry.
         wait_for(lambda: "the disk is full" in host.log_text(), 30,
                  what="the host to notice the full disk")
-        observed_until = time.monotonic() + 5  # a window to count lines in, not a sync
-        while time.monotonic() < observed_until and host.poll() is None:
-            time.sleep(0.2)
+        # A window to count lines in, not a sync: 5 s, or until the host exits.
+        poll(lambda: host.poll() is not None, 5, interval=0.2)
         text = host.log_text()
         assert host.poll() is None, text
         assert text.count("the disk is full") == 1, text

@@ -12,6 +12,8 @@ import pytest
 
 from .harness import Project
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 QUICK = """
 from pi_workflows import define_workflow, compute
 workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"ok": 1})])

@@ -15,6 +15,8 @@ import pytest
 from .harness import clean_env
 from .pi_env import pi_binary
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
                "worker_stop", "store_lock", "zygote_kill9", "spare_kill9"}
 

@@ -20,8 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.processes import reap
+
 from .harness import Project, wait_for
-from .test_cli_lifecycle import QUICK, REVIEW
+from .snippets import ONE_NODE, REVIEW
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FAST_PROBE = (
     "import sys\n"
@@ -64,7 +68,7 @@ def _same(project: Project, args: list[str], extra: dict[str, str] | None = None
 @pytest.mark.timeout(240)
 def test_the_fast_path_answers_exactly_as_typer(project: Project, tmp_path: Path) -> None:
     project.write_workflow("review", REVIEW)
-    project.write_workflow("quick", QUICK)
+    project.write_workflow("quick", ONE_NODE)
     assert project.cli("run", "review", "the", "docs", check=False).returncode == 3
     parent = json.loads(project.cli("list", "--json").stdout)["runs"][0]["runId"]
     project.cli("answer", parent, "yes")  # a queued continuation: a chain of two
@@ -159,7 +163,7 @@ def _masked(text: str, run_id: str) -> str:
 def test_run_detach_answer_and_cancel_write_as_typer_does(project: Project) -> None:
     """Each way acts on its own twin run; the outputs match with run ids masked."""
     project.write_workflow("review", REVIEW)
-    project.write_workflow("quick", QUICK)
+    project.write_workflow("quick", ONE_NODE)
     where = ["--project", str(project.root)]
     slow = {**project.env, "PI_WORKFLOWS_NO_FAST_CLI": "1"}
 
@@ -247,7 +251,7 @@ HOST_PROBE = (
 @pytest.mark.timeout(120)
 def test_a_foreground_host_starts_without_typer_and_serves(project: Project) -> None:
     """`host` on the fast path: runs a queued run, drains on SIGTERM, never loads typer."""
-    project.write_workflow("quick", QUICK)
+    project.write_workflow("quick", ONE_NODE)
     run_id = project.detach("quick")
     proc = subprocess.Popen([sys.executable, "-c", HOST_PROBE, "host", "--project",
                              str(project.root), "--concurrency", "1", "--", "--no-tools"],
@@ -259,9 +263,7 @@ def test_a_foreground_host_starts_without_typer_and_serves(project: Project) -> 
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        reap(proc)
     assert proc.returncode == 0, err  # 99: typer or pydantic was loaded
     assert "concurrency 1" in err and "Traceback" not in err
 

@@ -14,6 +14,8 @@ import pytest
 
 from .harness import Project, wait_for
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 # prepare -> build -> ship. build reads config.txt and fails unless it says good.
 DEPLOY = """
 from pi_workflows import define_workflow, compute, shell, edge

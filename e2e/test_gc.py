@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 from pi_workflows.protocol.clock import now_ms
 
+from tests.helpers.processes import reap
+
 from .harness import LineReader, Project, wait_for
 from .sessions_kit import Children
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 DAY = 86_400_000
 # input {"mode": ...}: done -> completed, fail -> failed, gate -> waits for the file named by
@@ -214,8 +218,7 @@ def test_gc_killed_mid_way_is_finished_by_the_next_one(project: Project, point: 
         assert proc.stderr is not None
         assert f"paused at {point}" in LineReader(proc.stderr).next(60, "the pause")
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        reap(proc)
     first, rest = runs[0], runs[1:]
     bundle = project.paths.runs_dir / first
     # The first run's rows are gone; its bundle is whole (or wholly in the trash).

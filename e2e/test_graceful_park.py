@@ -17,6 +17,8 @@ import pytest
 from .harness import Project, alive, wait_for
 from .sessions_kit import Terminal
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 EFFECT = """
 from pi_workflows import define_workflow, shell, compute, edge
 

@@ -22,9 +22,11 @@ from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import CONFIG_ENV
 from pi_workflows.supervisor.host.background import find_host
 
-from .conftest import HOLD
 from .harness import Project, read_json, wait_for
 from .sessions_kit import cli_argv, pty_child
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FLOW = """
 from pi_workflows import define_workflow, compute

@@ -10,8 +10,10 @@ import subprocess
 import pytest
 from pi_workflows.protocol.paths import project_key
 
-from .conftest import HOLD
 from .harness import Project, alive, wait_for
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 PIPELINE = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge

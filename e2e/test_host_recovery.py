@@ -12,8 +12,12 @@ import pytest
 from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.wire import TOKEN_ENV, WorkerExit, worker_argv
 
-from .conftest import HOLD
+from tests.helpers.processes import reap
+
 from .harness import Project, alive, wait_for
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 LEAVER = HOLD + """
 from pi_workflows import define_workflow, compute, shell, edge
@@ -143,9 +147,7 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         row = project.row(run_id)
         assert row.state == "running" and row.claim_token == taken.token
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.wait()
+        reap(worker)
 
 
 LOCKER = textwrap.dedent("""

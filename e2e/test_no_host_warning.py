@@ -8,6 +8,8 @@ import pytest
 
 from .harness import Project
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 FLOW = """
 from pi_workflows import define_workflow, compute
 

@@ -29,6 +29,8 @@ from .piext_kit import (
 from .scripted_model import Reply, Request, Stall, Text, ToolCalls
 from .sessions_kit import QUICK, SLOW_LOAD, query
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 SECRET = "hunter2-private-input"
 
 

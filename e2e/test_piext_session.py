@@ -29,6 +29,8 @@ from .piext_kit import (
 from .scripted_model import Text, ToolCalls
 from .sessions_kit import FLOW, query
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 
 def _run_id(pi: PiRpc) -> str:
     ends = [e for e in pi.events if e.get("type") == "tool_execution_end"]

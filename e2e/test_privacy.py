@@ -8,6 +8,8 @@ import pytest
 
 from .harness import Project, wait_for
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 LEAKY = """
 from pi_workflows import define_workflow, compute, edge
 

@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from .conftest import HOLD
 from .harness import Project, wait_for
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FLOW = HOLD + """
 from pi_workflows import define_workflow, compute, edge

@@ -29,6 +29,8 @@ from .scripted_model import (
     call,
 )
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 # A deadline for one Pi step (start, a reply, a tool): ~1 s when the machine is
 # idle, but other suites may be running on the two cores at the same time.
 STEP_S = 30.0

@@ -13,6 +13,8 @@ import pytest
 from .harness import Project, alive, wait_for
 from .sessions_kit import FLOW
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 
 def _attached(project: Project, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "pi_workflows", "run", "flow", *args,

@@ -25,6 +25,8 @@ from .sessions_kit import (
     sync_lines,
 )
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 STRICT = """
 from pi_workflows import define_workflow, compute
 

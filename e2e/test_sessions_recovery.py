@@ -28,6 +28,8 @@ from .sessions_kit import (
     worker_of,
 )
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 
 def _activate_after_the_lease(project: Project, run: str, token: str,
                               lease: int) -> subprocess.CompletedProcess[str]:

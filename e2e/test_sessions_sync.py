@@ -28,6 +28,8 @@ from .sessions_kit import (
     sync_lines,
 )
 
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
 NOTHING = "session {}: nothing new since the last sync"
 
 NOTE = """

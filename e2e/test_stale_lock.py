@@ -13,8 +13,12 @@ from pi_workflows.protocol.liveness import host_name, process_start_time
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import MARKER_ENV, marker_value
 
-from .conftest import HOLD
+from tests.helpers.processes import reap
+
 from .harness import Project, alive, wait_for
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FLOW = """
 from pi_workflows import define_workflow, compute, edge
@@ -65,9 +69,7 @@ def test_a_frozen_lock_holder_of_a_void_claim_is_killed_and_the_run_completes(
         wait_for(lambda: not alive(holder.pid), what="the stale holder killed")
         assert "stale writer(s) holding its lock" in (project.root / "host.log").read_text()
     finally:
-        if holder.poll() is None:
-            holder.kill()
-        holder.wait()
+        reap(holder)
 
 
 HOLD_THEN_B = HOLD + """
@@ -109,8 +111,7 @@ def test_a_stranger_holding_the_lock_parks_the_run_blocked_and_resume_finishes_i
         log = (project.root / "host.log").read_text()
         assert "crashed" not in log
     finally:
-        holder.kill()
-        holder.wait()
+        reap(holder)
     project.release()
     project.cli("resume", run_id)
     wait_for(lambda: project.row(run_id).state == "done", timeout=60, what="the run to finish",

@@ -9,9 +9,13 @@ import subprocess
 
 import pytest
 
+from tests.helpers.processes import reap
+
 from .agents_kit import Terminal
 from .harness import HarnessError, LineReader, Project, wait_for
 from .sessions_kit import Children, cli_argv
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 # The shell step prints a line, then waits for the test to create `go`.
 VIEWED = """
@@ -146,8 +150,7 @@ def test_logs_show_each_step_in_order_filter_by_node_and_follow_a_running_run(
         assert follow.wait(60) == 0, follow.stderr.read() if follow.stderr else ""
         followed = "".join(_to_the_end(reader))
     finally:
-        if follow.poll() is None:
-            follow.kill()
+        reap(follow)
     assert followed.index("=== one (step 1") < followed.index("first says hi") \
         < followed.index("=== two (step 2") < followed.index("second before") \
         < followed.index("second after")

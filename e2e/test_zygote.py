@@ -21,8 +21,10 @@ import pytest
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.wire import MARKER_ENV
 
-from .conftest import HOLD
 from .harness import HostProcess, Project, alive, wait_for
+from .snippets import HOLD
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 RANDOM = HOLD + """
 import json, os, random

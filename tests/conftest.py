@@ -1,4 +1,5 @@
-"""Shared fixtures: private temp state, a controllable clock, store factories."""
+"""Shared fixtures: private temp state, a controllable clock, store factories, and the
+engine harness (``h``) with its ``GATES`` cleared around every test."""
 
 from __future__ import annotations
 
@@ -8,18 +9,8 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.store import RunSource, Store
 
-
-class FakeClock:
-    """Wall-clock milliseconds that only move when a test says so."""
-
-    def __init__(self, start: int = 1_800_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        return self.now
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
+from tests.helpers.clocks import FakeClock
+from tests.helpers.engine import GATES, Harness
 
 
 @pytest.fixture(autouse=True)
@@ -32,7 +23,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
+def clock() -> FakeClock[int]:
     return FakeClock()
 
 
@@ -42,7 +33,7 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_store(store_path: Path, clock: FakeClock) -> Iterator[Callable[..., Store]]:
+def make_store(store_path: Path, clock: FakeClock[int]) -> Iterator[Callable[..., Store]]:
     opened: list[Store] = []
 
     def factory(**kwargs: object) -> Store:
@@ -66,3 +57,22 @@ def store(make_store: Callable[..., Store]) -> Store:
 def source() -> RunSource:
     return RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
                      "sha256:" + "0" * 64)
+
+
+@pytest.fixture(autouse=True)
+def _clear_gates() -> Iterator[None]:
+    GATES.clear()
+    yield
+    for value in GATES.values():  # never leave an abandoned node thread blocked
+        setter = getattr(value, "set", None)
+        if callable(setter):
+            setter()
+    GATES.clear()
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    """A project with workflow files, a real-clock store and a runs directory."""
+    harness = Harness(tmp_path)
+    yield harness
+    harness.close()

@@ -1,0 +1,47 @@
+"""Workflow source text the e2e drills share, pasted into their workflow files.
+
+Owns ``HOLD``, a node factory ``hold(name)`` whose node records that it
+started (``<name>.started`` in the project) and blocks until the test
+creates the ``release`` file (or the run is cancelled); ``REVIEW``, a
+draft -> checkpoint -> publish workflow; ``ONE_NODE``, a workflow of one
+compute node. Plain strings: imports nothing, and must never import pytest,
+a conftest or a test module.
+"""
+
+from __future__ import annotations
+
+HOLD = """
+def hold(name):
+    # Block the node until the test creates the release file.
+    def fn(ctx):
+        import pathlib, time
+        root = ctx.project_dir
+        with open(root / f"{name}.started", "a") as fh:
+            fh.write(ctx.attempt_id + "\\n")
+        while not (root / "release").exists():
+            if ctx.cancelled():
+                raise RuntimeError("stopped")
+            time.sleep(0.02)
+        return {"held": name}
+    return fn
+"""
+
+REVIEW = """
+from pi_workflows import define_workflow, compute, checkpoint, edge
+
+workflow = define_workflow(
+    start_at="draft",
+    nodes=[
+        compute("draft", lambda ctx: {"text": "v1 of " + ctx.input["task"]}),
+        checkpoint("approve", summary=lambda ctx: "approve " + ctx.outputs["draft"]["text"] + "?"),
+        compute("publish", lambda ctx: {"published": ctx.outputs["draft"]["text"],
+                                        "answer": ctx.outputs["approve"]}),
+    ],
+    edges=[edge("draft", "approve"), edge("approve", "publish")],
+)
+"""
+
+ONE_NODE = """
+from pi_workflows import define_workflow, compute
+workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"ok": 1})])
+"""

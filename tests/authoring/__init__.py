@@ -1,0 +1,1 @@
+"""Tests of `authoring/`: the installed package and its `python -m pi_workflows`."""

@@ -1,0 +1,1 @@
+"""Tests of `bench/`: the benches still run and their statistics are right."""

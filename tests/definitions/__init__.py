@@ -1,1 +1,0 @@
-"""Tests of the workflow authoring layer: model, validation, routing, discovery, CLI."""

@@ -1,0 +1,1 @@
+"""Tests of the e2e drills' own kits (an isolated Pi's files, the scripted model)."""

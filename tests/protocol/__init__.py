@@ -1,0 +1,1 @@
+"""Tests of `protocol/`: states, the wire, settings, bundles, the fence, retries."""

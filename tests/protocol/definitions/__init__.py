@@ -1,0 +1,1 @@
+"""Tests of `protocol/definitions/`: the workflow model, validation, routing, discovery."""

@@ -1,0 +1,63 @@
+"""The shipped examples load, validate and route the way their docs say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pi_workflows.protocol.definitions.discovery import load_workflow_file
+from pi_workflows.protocol.definitions.graph import definition_digest
+from pi_workflows.protocol.definitions.routing import next_node, routes_failures
+from pi_workflows.protocol.definitions.values import apply_input
+
+from tests.helpers.definitions import make_ctx
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+OK = {"outcome": "ok", "errorCode": None, "error": None}
+
+
+@pytest.mark.parametrize("name", ["pipeline", "review", "summarize"])
+def test_example_loads(name: str) -> None:
+    loaded = load_workflow_file(EXAMPLES / f"{name}.workflow.py")
+    assert loaded.name == name
+    assert loaded.digest == definition_digest(loaded.workflow)
+    assert loaded.workflow.description
+
+
+def test_pipeline_routes_failures() -> None:
+    wf = load_workflow_file(EXAMPLES / "pipeline.workflow.py").workflow
+    assert apply_input(wf, {"task": "src"}) == {"dir": "src"}
+    assert apply_input(wf, {}) == {"dir": "."}
+    assert routes_failures(wf, "count")
+    assert next_node(wf, "count", {"exitCode": 0, "stdout": "3\n"}, {**OK, "exitCode": 0}) == (
+        "summarize")
+    failed = {"outcome": "failed", "errorCode": "shell_spawn_failed", "error": "no dir"}
+    assert next_node(wf, "count", None, failed) == "report_failure"
+    ctx = make_ctx(input={"dir": "src"}, outputs={"plan": {"dir": "src", "pattern": "*.py"}})
+    assert wf.nodes["count"].command(ctx)[-1] == "*.py"  # type: ignore[union-attr, operator]
+
+
+def test_review_checkpoint_routes_past_the_answer() -> None:
+    wf = load_workflow_file(EXAMPLES / "review.workflow.py").workflow
+    assert [n.kind for n in wf.nodes.values()][:3] == ["compute", "checkpoint", "compute"]
+    assert next_node(wf, "approve", "yes", OK) == "decide"
+    decide = wf.nodes["decide"].fn  # type: ignore[union-attr]
+    for answer, approved in (("yes", True), ("no, too long", False), (True, True),
+                             ({"approved": False, "comment": "c"}, False),
+                             ({"text": "Approve."}, True), ({"task": "nope"}, False)):
+        output = decide(make_ctx(outputs={"approve": answer}))
+        assert output["approved"] is approved
+        assert next_node(wf, "decide", output, OK) == ("publish" if approved else "discarded")
+
+
+def test_summarize_agent_validation() -> None:
+    wf = load_workflow_file(EXAMPLES / "summarize.workflow.py").workflow
+    node = wf.nodes["summarize"]
+    assert node.kind == "agent" and node.expected_output is not None  # type: ignore[union-attr]
+    check = node.validate  # type: ignore[union-attr]
+    ctx = make_ctx()
+    assert check({"summary": "fine", "bullets": ["a"]}, ctx) is None
+    assert check({"summary": "fine", "bullets": list("abcdef")}, ctx) == (
+        "give at most 5 bullets, not 6")
+    assert apply_input(wf, {"task": "README.md"}) == {"path": "README.md"}
+    assert apply_input(wf, "some words to summarize") == {"text": "some words to summarize"}

@@ -1,0 +1,1 @@
+"""Tests of `protocol/store/`: claims, leases, the queue, the feed, retention."""

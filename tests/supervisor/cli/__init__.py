@@ -1,0 +1,1 @@
+"""Tests of `supervisor/cli/`: the commands' output, help, options and exit codes."""

@@ -1,0 +1,1 @@
+"""Tests of `supervisor/drill/`: the checker, the plan, the scratch rules."""

@@ -1,0 +1,1 @@
+"""Tests of `supervisor/procs/`: worker handles and lock holders."""

@@ -1,0 +1,1 @@
+"""Tests of `supervisor/session/`: sync snapshots and forks."""

@@ -1,0 +1,83 @@
+"""The sync snapshot: each notification and follow-up exactly once, and what a person reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pi_workflows.protocol.store import RunSource, Store
+from pi_workflows.supervisor.session import sync
+
+from tests.helpers.clocks import FakeClock
+
+pytestmark = pytest.mark.timeout(30)
+SOURCE = RunSource("flow", "/p/.pi/workflows/flow.workflow.py", "ab" * 32, "sha256:x")
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: FakeClock[int]) -> Store:
+    return Store(tmp_path / "store.sqlite3", clock=clock, lease_ms=10_000)
+
+
+def _note(store: Store, idx: int) -> None:
+    store.add_notification("s1", "r1", "tell", idx, "progress",
+                           {"message": f"step {idx}", "workflow": "flow"})
+
+
+def test_a_notification_is_delivered_once_and_again_only_if_the_delivery_died(
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
+    store.enqueue_detached("r1", SOURCE, {}, notify_session="s1")
+    _note(store, 1)
+    died = sync.take(store, tmp_path, "s1")
+    assert [n.payload["message"] for n in died.notifications] == ["step 1"]
+    # The process died after showing it and before marking it: within the
+    # lease nobody else gets it; after the lease it comes once more.
+    assert sync.take(store, tmp_path, "s1").notifications == []
+    clock.advance(10_001)
+    retry = sync.take(store, tmp_path, "s1")
+    assert [n.id for n in retry.notifications] == [n.id for n in died.notifications]
+    sync.delivered(store, retry)
+    clock.advance(10_001)
+    assert sync.take(store, tmp_path, "s1").notifications == []
+    assert sync.take(store, tmp_path, "other").notifications == []  # addressed to s1 only
+
+
+def test_a_follow_up_is_shown_once_with_the_seeds_text(store: Store, tmp_path: Path) -> None:
+    store.reserve("r1", SOURCE, {}, "s1")
+    token = store.claim_by_id("r1", "me", session="s1").token
+    store.fail("r1", token, "source_changed", "the workflow file changed; start it again.")
+    snapshot = sync.take(store, tmp_path, "s1")
+    assert sync.lines(snapshot)[-1] == (
+        "follow-up: Workflow flow failed to start (run r1): the workflow file changed; start"
+        " it again. Inspect the error and call workflow start again only after you correct"
+        " the cause.")
+    shown = snapshot.as_json()
+    assert shown["followUps"][0]["errorCode"] == "source_changed"
+    assert shown["runs"][0]["change"] == "failed" and shown["session"] == "s1"
+    sync.delivered(store, snapshot)
+    assert sync.take(store, tmp_path, "s1").empty
+
+
+def test_lines_say_what_to_do(store: Store, tmp_path: Path) -> None:
+    store.enqueue_detached("r1", SOURCE, {})
+    claim = store.claim_by_id("r1", "me")
+    store.mark_running("r1", claim.token)
+    store.park("r1", claim.token)
+    snapshot = sync.take(store, tmp_path, "s1")  # first sync: the project's parked run
+    assert snapshot.runs[0]["change"] == "parked" and snapshot.runs[0]["hostRunning"] is False
+    assert "no host is running: start `pi-workflows host --background`" in sync.lines(snapshot)[0]
+    info = {"runId": "r2", "workflow": "flow", "change": "waiting", "waitingOn": "ask",
+            "summary": "deploy?"}
+    assert sync.run_line(info).endswith(
+        "waiting at ask: deploy?; answer with `pi-workflows answer r2`")
+    info["summary"] = "deploy\nto prod?"
+    info["answerCommand"] = "pi-workflows answer r2 TEXT... --session s1"
+    assert sync.run_line(info).endswith(
+        "waiting at ask: deploy to prod?; answer with"
+        " `pi-workflows answer r2 TEXT... --session s1`")
+
+
+def test_a_large_final_output_is_bounded(tmp_path: Path) -> None:
+    value, cut = sync._bounded({"text": "x" * 10_000})
+    assert cut and isinstance(value, str) and len(value) <= sync.MAX_OUTPUT_CHARS + 1
+    assert sync._bounded({"ok": True}) == ({"ok": True}, False)

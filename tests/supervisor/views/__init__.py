@@ -1,0 +1,1 @@
+"""Tests of `supervisor/views/`: live view, watch, run references, times."""

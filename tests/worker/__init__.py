@@ -1,0 +1,1 @@
+"""Tests of `worker/`: the engine, node executors, effects, resume, the spare."""
