@@ -1,24 +1,22 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns the typer app (``-h``, ``--version``, shell completion), the ``paths``
-command, the one-line error contract and exit codes. The other commands live
-in ``supervisor.cli.commands.workflows``, ``supervisor.cli.commands.runs`` and their siblings,
-and are registered here. Imports typer,
-``protocol.errors`` and the CLI modules; never the worker.
+Owns the typer app (``-h``, ``--version``, shell completion), the one-line
+error contract and exit codes. The commands live in
+``supervisor.cli.commands``, one module per family, and are registered here.
+Imports typer, ``protocol.errors`` and the CLI modules; never the worker.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from .exits import INTERRUPTED, exit_for, fail
-from .options import JsonOpt, ProjectOpt, emit_json, plain_help, project_context
+from .options import plain_help
 
 app = typer.Typer(
     name="pi-workflows",
@@ -58,22 +56,6 @@ def _root(
         os.environ["PI_WORKFLOWS_DEBUG"] = "1"
 
 
-@app.command()
-def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """Show where the store, run bundles, host lock and logs are for a project.
-
-    Example: pi-workflows paths --json
-    """
-    _, resolved = project_context(project)
-    data = resolved.as_json()
-    if as_json:
-        emit_json(data)
-        return
-    width = max(len(k) for k in data)
-    for key, value in data.items():
-        typer.echo(f"{key:<{width}}  {value}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a documented exit code for every error."""
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
@@ -97,29 +79,53 @@ def main(argv: list[str] | None = None) -> int:
         return exit_for(exc, debug=debug)
 
 
-from .commands.workflows import register as _register_workflows  # noqa: E402
+from .commands.paths import register as _register_paths  # noqa: E402
 
-_register_workflows(app)
+_register_paths(app)
 
-from .commands.runs import register as _register_runs  # noqa: E402
+from .commands.workflows_validate import register as _register_workflows_validate  # noqa: E402
 
-_register_runs(app)
+_register_workflows_validate(app)
+
+from .commands.run import register as _register_run  # noqa: E402
+
+_register_run(app)
+
+from .commands.answer import register as _register_answer  # noqa: E402
+
+_register_answer(app)
+
+from .commands.cancel import register as _register_cancel  # noqa: E402
+
+_register_cancel(app)
+
+from .commands.resume import register as _register_resume  # noqa: E402
+
+_register_resume(app)
+
+from .commands.watch import register as _register_watch  # noqa: E402
+
+_register_watch(app)
 
 from .commands.host import register as _register_host  # noqa: E402
 
 _register_host(app)
 
-from .commands.status_list import register as _register_views  # noqa: E402
+from .commands.status_list import register as _register_status_list  # noqa: E402
 
-_register_views(app)
+_register_status_list(app)
 
-from .commands.sessions import register as _register_sessions  # noqa: E402
+from .commands.start_activate import register as _register_start_activate  # noqa: E402
 
-_register_sessions(app)
+_register_start_activate(app)
 
-from .commands.chat_export import register as _register_agents  # noqa: E402
+from .commands.sync import register as _register_sync  # noqa: E402
 
-_register_agents(app)
+_register_sync(app)
+
+from .commands.chat_export import register as _register_chat_export  # noqa: E402
+
+_register_chat_export(app)
 
 from .commands.fork import register as _register_fork  # noqa: E402
 
@@ -129,18 +135,25 @@ from .commands.logs import register as _register_logs  # noqa: E402
 
 _register_logs(app)
 
-from .commands.gc_doctor import register as _register_maint  # noqa: E402
+from .commands.gc import register as _register_gc  # noqa: E402
 
-_register_maint(app)
+_register_gc(app)
+
+from .commands.doctor import register as _register_doctor  # noqa: E402
+
+_register_doctor(app)
 
 from .commands.drill import register as _register_drill  # noqa: E402
 
 _register_drill(app)
 
-from .commands.piext import register as _register_piext  # noqa: E402
+from .commands.pi_extension import register as _register_pi_extension  # noqa: E402
 
-_register_piext(app)
+_register_pi_extension(app)
 
+from .commands.resolve_follow_up import register as _register_resolve_follow_up  # noqa: E402
+
+_register_resolve_follow_up(app)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,11 +3,12 @@
 Owns queueing a detached run, answering a waiting run (a continuation
 queued for the host), requesting a cancel and waiting for it to settle,
 and poking the host (saying on stderr when none runs). The typer commands
-(``supervisor.cli.commands.runs``) print the results; the fast command line
-(``supervisor.cli.main``) prints the same ``--json`` objects from the same
-calls. ``settings`` is either kind (``protocol.settings`` or
-``protocol.leansettings``). Imports ``protocol`` and the supervisor's
-cancel, run-reference and sync modules; never the worker.
+(``supervisor.cli.commands.run``, ``.answer`` and ``.cancel``) print the
+results; the fast command line (``supervisor.cli.main``) prints the same
+``--json`` objects from the same calls. ``settings`` is either kind
+(``protocol.settings`` or ``protocol.leansettings``). Imports ``protocol``
+and the supervisor's cancel, run-reference and sync modules; never the
+worker.
 """
 
 from __future__ import annotations
