@@ -53,3 +53,42 @@ def test_summaries_are_one_short_line() -> None:
     for entry in COMMANDS:
         assert entry.summary.strip() == entry.summary and "\n" not in entry.summary
         assert entry.summary.endswith(".") and len(entry.summary) <= 57, entry.name
+
+
+def test_the_fast_path_runs_exactly_the_commands_with_a_fast_spec() -> None:
+    from pi_workflows.supervisor.cli import main
+
+    assert set(main._HANDLERS) == {entry.name for entry in COMMANDS if entry.fast is not None}
+
+
+@pytest.mark.parametrize(("args", "taken"), [
+    (["status", "--json"], ("status", [], {"--json"}, {}, [])),
+    (["status", "r1", "--json", "--project", "p"],
+     ("status", ["r1"], {"--json"}, {"--project": "p"}, [])),
+    (["run", "echo", "a", "b", "--detach", "--json"],
+     ("run", ["echo", "a", "b"], {"--json", "--detach"}, {}, [])),
+    (["resolve-follow-up", "ti-1", "--token", "t", "--json"],
+     ("resolve-follow-up", ["ti-1"], {"--json"}, {"--token": "t"}, [])),
+    (["host"], ("host", [], set(), {}, [])),
+    (["host", "--concurrency", "2", "--", "--model", "x"],
+     ("host", [], set(), {"--concurrency": "2"}, ["--model", "x"])),
+])
+def test_the_fast_parser_takes_a_plain_call(args: list[str], taken: tuple[object, ...]) -> None:
+    from pi_workflows.supervisor.cli import main
+
+    call = main._parse(args)
+    assert (call.command, call.positional, call.seen, call.values, call.passed) == taken
+
+
+@pytest.mark.parametrize("args", [
+    [], ["paths", "--json"], ["bogus", "--json"], ["status"], ["status", "--json", "--json"],
+    ["status", "a", "b", "--json"], ["status", "--json", "--project"],
+    ["status", "--json", "--project", "-x"], ["status", "--json", "--"], ["run", "x", "--json"],
+    ["resolve-follow-up", "ti-1", "--json"], ["host", "--background"], ["host", "x"],
+    ["host", "--project", "a", "--project", "b"], ["status", "--help", "--json"],
+])
+def test_the_fast_parser_declines_the_rest(args: list[str]) -> None:
+    from pi_workflows.supervisor.cli import main
+
+    with pytest.raises(main._Declined):
+        main._parse(args)
