@@ -1,9 +1,11 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns the typer app (``-h``, ``--version``, shell completion), the one-line
-error contract and exit codes. The commands live in
-``supervisor.cli.commands``, one module per family, and are registered here.
-Imports typer, ``protocol.errors`` and the CLI modules; never the worker.
+Owns the typer app (``-h``, ``--version``, ``--debug``, shell completion),
+the one-line error contract and exit codes. Its commands are the command
+table's (``protocol.commands``), one module per family in
+``supervisor.cli.commands``, each imported only when its command is used
+(``cli.lazy``). Imports typer, ``protocol.errors``, ``cli.exits`` and
+``cli.lazy``; no command module, and never the worker.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import typer
 
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from .exits import INTERRUPTED, exit_for, fail
-from .options import plain_help
+from .lazy import LazyGroup
 
 app = typer.Typer(
     name="pi-workflows",
+    cls=LazyGroup,
     help="Durable, always-on runner for multi-step agent workflows.",
     add_completion=True,  # --install-completion / --show-completion
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -61,7 +64,6 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     command = typer.main.get_command(app)
-    plain_help(command)
     try:
         result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False)
         return int(result) if isinstance(result, int) else 0
@@ -78,82 +80,6 @@ def main(argv: list[str] | None = None) -> int:
             return fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
         return exit_for(exc, debug=debug)
 
-
-from .commands.paths import register as _register_paths  # noqa: E402
-
-_register_paths(app)
-
-from .commands.workflows_validate import register as _register_workflows_validate  # noqa: E402
-
-_register_workflows_validate(app)
-
-from .commands.run import register as _register_run  # noqa: E402
-
-_register_run(app)
-
-from .commands.answer import register as _register_answer  # noqa: E402
-
-_register_answer(app)
-
-from .commands.cancel import register as _register_cancel  # noqa: E402
-
-_register_cancel(app)
-
-from .commands.resume import register as _register_resume  # noqa: E402
-
-_register_resume(app)
-
-from .commands.watch import register as _register_watch  # noqa: E402
-
-_register_watch(app)
-
-from .commands.host import register as _register_host  # noqa: E402
-
-_register_host(app)
-
-from .commands.status_list import register as _register_status_list  # noqa: E402
-
-_register_status_list(app)
-
-from .commands.start_activate import register as _register_start_activate  # noqa: E402
-
-_register_start_activate(app)
-
-from .commands.sync import register as _register_sync  # noqa: E402
-
-_register_sync(app)
-
-from .commands.chat_export import register as _register_chat_export  # noqa: E402
-
-_register_chat_export(app)
-
-from .commands.fork import register as _register_fork  # noqa: E402
-
-_register_fork(app)
-
-from .commands.logs import register as _register_logs  # noqa: E402
-
-_register_logs(app)
-
-from .commands.gc import register as _register_gc  # noqa: E402
-
-_register_gc(app)
-
-from .commands.doctor import register as _register_doctor  # noqa: E402
-
-_register_doctor(app)
-
-from .commands.drill import register as _register_drill  # noqa: E402
-
-_register_drill(app)
-
-from .commands.pi_extension import register as _register_pi_extension  # noqa: E402
-
-_register_pi_extension(app)
-
-from .commands.resolve_follow_up import register as _register_resolve_follow_up  # noqa: E402
-
-_register_resolve_follow_up(app)
 
 if __name__ == "__main__":
     sys.exit(main())
