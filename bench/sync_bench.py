@@ -57,7 +57,7 @@ from typing import IO
 import psutil
 from pi_workflows.protocol.definitions.discovery import discover_for
 from pi_workflows.protocol.store import RunSource, Store
-from pi_workflows.supervisor.cli.commands.sessions import FOLLOW_POLL_S
+from pi_workflows.supervisor.cli.commands.sync import FOLLOW_POLL_S
 from pi_workflows.supervisor.session import sync as catchup
 from pi_workflows.supervisor.session.launch import prepare_run
 from pi_workflows.worker.runner import execute_claim

@@ -1,17 +1,108 @@
-"""The command words of the ``pi-workflows`` CLI, in one list.
+"""The commands of the ``pi-workflows`` CLI, in one table.
 
-Owns ``COMMAND_WORDS``: exactly the commands the CLI has. A workflow may not
-be named after one (``pi-workflows status`` must never be ambiguous); a
-test holds this list to the commands the CLI registers, so a new command
-adds its word here. Imports nothing from the package.
+Owns ``COMMANDS``: one ``CommandEntry`` per command, with the name of the
+module under ``pi_workflows.supervisor.cli.commands`` that defines it (a
+name only: ``protocol`` never imports the supervisor), the one-line summary
+``pi-workflows --help`` shows, and, for the commands the fast entry point
+(``supervisor.cli.main``) parses by hand, a ``FastSpec`` of what it takes.
+The typer app lists, shows and lazily imports the commands from it, and
+``COMMAND_WORDS`` (the names a workflow may not take: ``pi-workflows
+status`` must never be ambiguous) are its names. A new command is one entry
+here and one module there; ``tests/supervisor/test_command_table.py`` holds
+the two together. Pure data, read on every call of the fast path: imports
+only ``protocol.record``.
 """
 
 from __future__ import annotations
 
-COMMAND_WORDS: tuple[str, ...] = (
-    "host", "run", "status", "list", "answer", "cancel", "resume", "watch", "paths",
-    "workflows", "validate", "start", "activate", "sync", "chat", "export",
-    # Being added alongside (issue 11); the test allows them until they are registered.
-    "logs", "fork", "gc", "doctor", "drill",
-    "pi-extension", "resolve-follow-up",
+from collections.abc import Mapping
+
+from .record import record
+
+MANY = 1 << 20  # no bound on positional arguments (task and answer words)
+
+
+@record(frozen=True)
+class FastSpec:
+    """What the fast path accepts of one command; anything else is the typer app's.
+
+    Each option may be given once, and an option's value may not start with
+    ``-``. A call without every ``required`` flag or option is left to typer,
+    which words a missing argument (or shows a human view, such as ``run``
+    watched live).
+    """
+
+    least: int  # positional arguments, at least
+    most: int  # and at most
+    flags: frozenset[str] = frozenset()  # options without a value
+    # Options followed by their value; every command takes --project.
+    valued: frozenset[str] = frozenset({"--project"})
+    required: frozenset[str] = frozenset({"--json"})
+    passthrough: bool = False  # ``--`` ends the options; the words after it go on (to pi)
+
+
+@record(frozen=True)
+class CommandEntry:
+    """One command: its name, its module under ``supervisor.cli.commands``, its summary."""
+
+    name: str
+    module: str
+    summary: str  # one line of ``pi-workflows --help``: at most 57 characters
+    fast: FastSpec | None = None
+
+
+_INPUT = frozenset({"--project", "--session", "--input-json", "--input-file"})
+
+# In the order ``pi-workflows --help`` lists them (docs/cli.md's order).
+COMMANDS: tuple[CommandEntry, ...] = (
+    CommandEntry("host", "host", "Run the supervisor: a worker subprocess per claimed run.",
+                 FastSpec(0, 0, valued=frozenset({"--project", "--concurrency"}),
+                          required=frozenset(), passthrough=True)),
+    CommandEntry("run", "run", "Start a run, here and shown live, or queued (--detach).",
+                 FastSpec(1, MANY, frozenset({"--json", "--detach"}), _INPUT,
+                          required=frozenset({"--json", "--detach"}))),
+    CommandEntry("start", "start_activate",
+                 "Reserve a run for a session, to start with `activate`.",
+                 FastSpec(1, MANY, frozenset({"--json"}), _INPUT)),
+    CommandEntry("activate", "start_activate",
+                 "Start a session's reserved run here and show it live."),
+    CommandEntry("sync", "sync", "Catch a session up on changed runs and its messages.",
+                 FastSpec(0, 0, frozenset({"--json", "--hold-follow-ups"}),
+                          frozenset({"--project", "--session"}))),
+    CommandEntry("resolve-follow-up", "resolve_follow_up",
+                 "Mark a follow-up leased by `sync` delivered.",
+                 FastSpec(1, 1, frozenset({"--json"}), frozenset({"--project", "--token"}),
+                          required=frozenset({"--json", "--token"}))),
+    CommandEntry("pi-extension", "pi_extension",
+                 "Print the path of the pi-workflows Pi extension."),
+    CommandEntry("status", "status_list",
+                 "Show a run's state, or every unfinished and waiting run.",
+                 FastSpec(0, 1, frozenset({"--json"}), frozenset({"--project", "--session"}))),
+    CommandEntry("list", "status_list", "List the project's runs, newest first, chains grouped.",
+                 FastSpec(0, 0, frozenset({"--json"}), frozenset(
+                     {"--project", "--state", "--workflow", "--since", "--limit"}))),
+    CommandEntry("answer", "answer", "Answer a run waiting at a checkpoint.",
+                 FastSpec(1, MANY, frozenset({"--json", "--force"}), _INPUT)),
+    CommandEntry("cancel", "cancel", "Cancel a run and wait until it has stopped.",
+                 FastSpec(1, 1, frozenset({"--json", "--no-wait"}))),
+    CommandEntry("watch", "watch", "Follow a run live until it settles (view only)."),
+    CommandEntry("logs", "logs", "Show what each step of a run printed and produced."),
+    CommandEntry("resume", "resume", "Resume a parked run, or accept its changed workflow file."),
+    CommandEntry("fork", "fork", "Queue a new run from a node of a run that has ended."),
+    CommandEntry("chat", "chat_export",
+                 "Continue a run's agent conversation in an interactive Pi."),
+    CommandEntry("export", "chat_export", "Write a run's agent conversation as an HTML page."),
+    CommandEntry("workflows", "workflows_validate",
+                 "List the workflows a project can run, and broken files."),
+    CommandEntry("validate", "workflows_validate",
+                 "Check one workflow file (or a workflow by its name)."),
+    CommandEntry("gc", "gc", "Remove settled runs older than a duration, whole chains."),
+    CommandEntry("doctor", "doctor", "Check Python, Pi, the store, permissions, host and disk."),
+    CommandEntry("drill", "drill", "Run a seeded kill -9 drill in a scratch project."),
+    CommandEntry("paths", "paths", "Show where a project's store, bundles, lock and logs are."),
 )
+
+BY_NAME: Mapping[str, CommandEntry] = {entry.name: entry for entry in COMMANDS}
+
+# From COMMANDS itself, not BY_NAME: a name given twice stays visible (a test refuses it).
+COMMAND_WORDS: tuple[str, ...] = tuple(entry.name for entry in COMMANDS)

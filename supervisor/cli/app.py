@@ -1,27 +1,28 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns the typer app (``-h``, ``--version``, shell completion), the ``paths``
-command, the one-line error contract and exit codes. The other commands live
-in ``supervisor.cli.commands.workflows``, ``supervisor.cli.commands.runs`` and their siblings,
-and are registered here. Imports typer,
-``protocol.errors`` and the CLI modules; never the worker.
+Owns the typer app (``-h``, ``--version``, ``--debug``, shell completion),
+the one-line error contract and exit codes. Its commands are the command
+table's (``protocol.commands``), one module per family in
+``supervisor.cli.commands``, each imported only when its command is used
+(``cli.lazy``). Imports typer, ``protocol.errors``, ``cli.exits`` and
+``cli.lazy``; no command module, and never the worker.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from .exits import INTERRUPTED, exit_for, fail
-from .options import JsonOpt, ProjectOpt, emit_json, plain_help, project_context
+from .lazy import LazyGroup
 
 app = typer.Typer(
     name="pi-workflows",
+    cls=LazyGroup,
     help="Durable, always-on runner for multi-step agent workflows.",
     add_completion=True,  # --install-completion / --show-completion
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -58,28 +59,11 @@ def _root(
         os.environ["PI_WORKFLOWS_DEBUG"] = "1"
 
 
-@app.command()
-def paths(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """Show where the store, run bundles, host lock and logs are for a project.
-
-    Example: pi-workflows paths --json
-    """
-    _, resolved = project_context(project)
-    data = resolved.as_json()
-    if as_json:
-        emit_json(data)
-        return
-    width = max(len(k) for k in data)
-    for key, value in data.items():
-        typer.echo(f"{key:<{width}}  {value}")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a documented exit code for every error."""
     args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
     debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     command = typer.main.get_command(app)
-    plain_help(command)
     try:
         result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False)
         return int(result) if isinstance(result, int) else 0
@@ -95,51 +79,6 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
             return fail(f"{exc.format_message()} (see --help)", ExitCode.USAGE)
         return exit_for(exc, debug=debug)
-
-
-from .commands.workflows import register as _register_workflows  # noqa: E402
-
-_register_workflows(app)
-
-from .commands.runs import register as _register_runs  # noqa: E402
-
-_register_runs(app)
-
-from .commands.host import register as _register_host  # noqa: E402
-
-_register_host(app)
-
-from .commands.status_list import register as _register_views  # noqa: E402
-
-_register_views(app)
-
-from .commands.sessions import register as _register_sessions  # noqa: E402
-
-_register_sessions(app)
-
-from .commands.chat_export import register as _register_agents  # noqa: E402
-
-_register_agents(app)
-
-from .commands.fork import register as _register_fork  # noqa: E402
-
-_register_fork(app)
-
-from .commands.logs import register as _register_logs  # noqa: E402
-
-_register_logs(app)
-
-from .commands.gc_doctor import register as _register_maint  # noqa: E402
-
-_register_maint(app)
-
-from .commands.drill import register as _register_drill  # noqa: E402
-
-_register_drill(app)
-
-from .commands.piext import register as _register_piext  # noqa: E402
-
-_register_piext(app)
 
 
 if __name__ == "__main__":

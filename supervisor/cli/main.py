@@ -5,9 +5,10 @@ Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
 INTENT --json``, ``answer RUN --json`` and ``cancel RUN --json`` (what the
 Pi extension and scripts call, often once a turn), and a foreground ``host
 [--project P] [--concurrency N] [-- PI_ARGS]`` (a host restarted after a
-crash should reach its runs fast), are parsed here by hand and run without
-typer or pydantic, whose imports alone cost ten
-times a bare interpreter start. Everything else, and anything unusual in
+crash should reach its runs fast), are parsed here by hand, each by the
+``FastSpec`` of its entry in the command table (``protocol.commands``), and
+run without typer or pydantic, whose imports alone cost ten times a bare
+interpreter start. Everything else, and anything unusual in
 those commands (``--help``, an unknown or repeated option, ``--opt=value``,
 a value that looks like an option, ``--follow``, odd settings that
 ``protocol.leansettings`` declines, shell completion), goes to the full
@@ -15,7 +16,7 @@ typer app (``supervisor.cli.app``), which also gives every parse error. The
 answers come from the same functions (``supervisor.views.reports``,
 ``supervisor.session.sync``, ``supervisor.session.actions``), and the
 one-line errors and exit codes are those of ``supervisor.cli.app.main``:
-``tests/supervisor/test_fastcli.py`` runs each case both ways and compares
+``e2e/test_fastcli.py`` runs each case both ways and compares
 the bytes. ``PI_WORKFLOWS_NO_FAST_CLI=1``
 forces the typer path. Imports ``protocol`` and the modules the fast
 commands use; typer and pydantic only when it falls back.
@@ -26,9 +27,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...protocol.commands import BY_NAME
+from ...protocol.record import record
 from .exits import exit_for, session_required
 
 if TYPE_CHECKING:
@@ -38,56 +42,55 @@ if TYPE_CHECKING:
 NO_FAST_ENV = "PI_WORKFLOWS_NO_FAST_CLI"
 SESSION_ENV = "PI_WORKFLOWS_SESSION"
 
-_MANY = 1 << 20
-_INPUT = frozenset({"--project", "--session", "--input-json", "--input-file"})
-# command -> (positional arguments at least, at most; flags; options that take a value)
-_SPECS: dict[str, tuple[int, int, frozenset[str], frozenset[str]]] = {
-    "status": (0, 1, frozenset({"--json"}), frozenset({"--project", "--session"})),
-    "list": (0, 0, frozenset({"--json"}),
-             frozenset({"--project", "--state", "--workflow", "--since", "--limit"})),
-    "sync": (0, 0, frozenset({"--json", "--hold-follow-ups"}),
-             frozenset({"--project", "--session"})),
-    "run": (1, _MANY, frozenset({"--json", "--detach"}), _INPUT),
-    "start": (1, _MANY, frozenset({"--json"}), _INPUT),
-    "answer": (1, _MANY, frozenset({"--json", "--force"}), _INPUT),
-    "cancel": (1, 1, frozenset({"--json", "--no-wait"}), frozenset({"--project"})),
-    "resolve-follow-up": (1, 1, frozenset({"--json"}), frozenset({"--project", "--token"})),
-}
-
 
 class _Declined(Exception):
     """Not a case the fast path takes: the typer app handles it."""
 
 
-def _parse(args: list[str]) -> tuple[str, list[str], set[str], dict[str, str]]:
-    if not args or args[0] not in _SPECS:
+@record
+class _Call:
+    """A command line the fast path took apart, by its command's ``FastSpec``."""
+
+    command: str
+    positional: list[str]
+    seen: set[str]  # the flags given
+    values: dict[str, str]  # the options given, with their values
+    passed: list[str]  # the words after ``--`` (``host -- PI_ARGS``)
+
+
+def _parse(args: list[str]) -> _Call:
+    entry = BY_NAME.get(args[0]) if args else None
+    spec = None if entry is None else entry.fast
+    if entry is None or spec is None:
         raise _Declined
-    command, rest = args[0], args[1:]
-    least, most, flags, valued = _SPECS[command]
+    rest = args[1:]
     positional: list[str] = []
     seen: set[str] = set()
     values: dict[str, str] = {}
+    passed: list[str] = []
     i = 0
     while i < len(rest):
         token = rest[i]
-        if token in flags and token not in seen:
+        if token == "--" and spec.passthrough:
+            passed = rest[i + 1:]
+            break
+        if token in spec.flags and token not in seen:
             seen.add(token)
-        elif token in valued and token not in values and i + 1 < len(rest):
+        elif token in spec.valued and token not in values and i + 1 < len(rest):
             value = rest[i + 1]
             if not value or value.startswith("-"):
                 raise _Declined
             values[token] = value
             i += 1
-        elif token.startswith("-") or len(positional) >= most:
+        elif token.startswith("-") or len(positional) >= spec.most:
             raise _Declined  # -h, --help, --, unknown, repeated, --opt=value, one too many
         else:
             positional.append(token)
         i += 1
-    if "--json" not in seen or len(positional) < least or (
-            command == "run" and "--detach" not in seen) or (
-            command == "resolve-follow-up" and "--token" not in values):
+    given = seen | set(values)
+    if len(positional) < spec.least or not spec.required <= given:
         raise _Declined  # a missing argument is worded by click; a run here is watched live
-    return command, positional, seen, values
+    return _Call(entry.name, positional, seen, values, passed)
 
 
 def _settings_and_paths(values: dict[str, str]) -> tuple[SettingsLike, Paths]:
@@ -120,18 +123,20 @@ def _emit(value: Any) -> None:
     sys.stdout.flush()
 
 
-def _status(positional: list[str], values: dict[str, str]) -> int:
+def _status(call: _Call) -> int:
     from ...protocol.limits import validate_run_id
     from ..views.reports import status_data
 
+    positional = call.positional
     run = validate_run_id(positional[0]) if positional else None  # checked as it is parsed
-    settings, paths = _settings_and_paths(values)
-    owner = _session(values)
+    settings, paths = _settings_and_paths(call.values)
+    owner = _session(call.values)
     _emit(status_data(settings, paths, run, owner))
     return 0
 
 
-def _list(values: dict[str, str]) -> int:
+def _list(call: _Call) -> int:
+    values = call.values
     limit_text = values.get("--limit")
     if limit_text is not None and not (limit_text.isascii() and limit_text.isdigit()
                                        and limit_text[0] != "0"):
@@ -145,16 +150,16 @@ def _list(values: dict[str, str]) -> int:
     return 0
 
 
-def _sync(seen: set[str], values: dict[str, str]) -> int:
+def _sync(call: _Call) -> int:
     from ...protocol.store import open_store
     from ..session import sync as catchup
 
-    settings, paths = _settings_and_paths(values)
-    owner = _own_session(values, "sync")
+    settings, paths = _settings_and_paths(call.values)
+    owner = _own_session(call.values, "sync")
     with open_store(settings, paths.store_file) as store:
         try:
             snapshot = catchup.take(store, paths.runs_dir, owner,
-                                    hold_follow_ups="--hold-follow-ups" in seen)
+                                    hold_follow_ups="--hold-follow-ups" in call.seen)
             _emit(snapshot.as_json())
             catchup.delivered(store, snapshot)
         except KeyboardInterrupt:
@@ -162,10 +167,11 @@ def _sync(seen: set[str], values: dict[str, str]) -> int:
     return 0
 
 
-def _run(positional: list[str], values: dict[str, str]) -> int:
+def _run(call: _Call) -> int:
     from ..session import actions as runcmds
     from ..session.runinput import parse_input
 
+    positional, values = call.positional, call.values
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
@@ -174,10 +180,11 @@ def _run(positional: list[str], values: dict[str, str]) -> int:
     return 0
 
 
-def _start(positional: list[str], values: dict[str, str]) -> int:
+def _start(call: _Call) -> int:
     from ..session import actions as runcmds
     from ..session.runinput import parse_input
 
+    positional, values = call.positional, call.values
     settings, paths = _settings_and_paths(values)
     owner = _own_session(values, "start")
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
@@ -186,53 +193,31 @@ def _start(positional: list[str], values: dict[str, str]) -> int:
     return 0
 
 
-def _answer(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+def _answer(call: _Call) -> int:
     from ...protocol.limits import validate_run_id
     from ..session import actions as runcmds
 
+    positional, values = call.positional, call.values
     run = validate_run_id(positional[0])  # checked as it is parsed
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
     value = runcmds.answer_value(positional[1:], values.get("--input-json"),
                                  values.get("--input-file"))
-    parent, row = runcmds.answer(settings, paths, run, value, force="--force" in seen,
+    parent, row = runcmds.answer(settings, paths, run, value, force="--force" in call.seen,
                                  owner=owner)
     _emit(runcmds.answer_json(parent, row))
     return 0
 
 
-def _cancel(positional: list[str], seen: set[str], values: dict[str, str]) -> int:
+def _cancel(call: _Call) -> int:
     from ...protocol.limits import validate_run_id
     from ..session import actions as runcmds
 
-    run = validate_run_id(positional[0])
-    settings, paths = _settings_and_paths(values)
-    result, _ = runcmds.cancel_run(settings, paths, run, no_wait="--no-wait" in seen)
+    run = validate_run_id(call.positional[0])
+    settings, paths = _settings_and_paths(call.values)
+    result, _ = runcmds.cancel_run(settings, paths, run, no_wait="--no-wait" in call.seen)
     _emit(runcmds.cancel_json(result))
     return 0
-
-
-def _host_args(rest: list[str]) -> tuple[dict[str, str], int | None, list[str]]:
-    """``host [--project P] [--concurrency N] [-- PI_ARGS...]`` in the foreground, else declined.
-
-    ``--background``, ``--stop``, ``--help`` and anything unusual go to typer.
-    """
-    from ..host.foreground import MAX_CONCURRENCY, MIN_CONCURRENCY
-
-    values: dict[str, str] = {}
-    i = 0
-    while i < len(rest):
-        token = rest[i]
-        if token == "--":
-            return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), rest[i + 1:]
-        if token not in ("--project", "--concurrency") or token in values or i + 1 >= len(rest):
-            raise _Declined
-        value = rest[i + 1]
-        if not value or value.startswith("-"):
-            raise _Declined
-        values[token] = value
-        i += 2
-    return values, _concurrency(values, MIN_CONCURRENCY, MAX_CONCURRENCY), []
 
 
 def _concurrency(values: dict[str, str], least: int, most: int) -> int | None:
@@ -244,17 +229,19 @@ def _concurrency(values: dict[str, str], least: int, most: int) -> int | None:
     return int(text)
 
 
-def _host(rest: list[str]) -> int:
-    values, concurrency, pi_args = _host_args(rest)
-    settings, paths = _settings_and_paths(values)
-    from ..host.foreground import run_foreground
+def _host(call: _Call) -> int:
+    """A host in the foreground; ``--background``, ``--stop`` and ``--help`` are typer's."""
+    from ..host.foreground import MAX_CONCURRENCY, MIN_CONCURRENCY, run_foreground
 
-    return run_foreground(settings, paths, concurrency, pi_args)
+    concurrency = _concurrency(call.values, MIN_CONCURRENCY, MAX_CONCURRENCY)
+    settings, paths = _settings_and_paths(call.values)
+    return run_foreground(settings, paths, concurrency, call.passed)
 
 
-def _resolve(positional: list[str], values: dict[str, str]) -> int:
+def _resolve(call: _Call) -> int:
     from ...protocol.store import open_store
 
+    positional, values = call.positional, call.values
     settings, paths = _settings_and_paths(values)
     with open_store(settings, paths.store_file) as store:
         store.resolve_turn_intent(positional[0], values["--token"])
@@ -262,38 +249,27 @@ def _resolve(positional: list[str], values: dict[str, str]) -> int:
     return 0
 
 
+# The commands whose table entry has a FastSpec, and what runs each of them.
+_HANDLERS: dict[str, Callable[[_Call], int]] = {
+    "host": _host, "status": _status, "list": _list, "sync": _sync, "run": _run,
+    "start": _start, "answer": _answer, "cancel": _cancel, "resolve-follow-up": _resolve,
+}
+
+
 def fast(args: list[str]) -> int | None:
     """The exit code of a command the fast path ran; None when it declines."""
     if os.environ.get(NO_FAST_ENV) == "1" or "_PI_WORKFLOWS_COMPLETE" in os.environ:
         return None
     debug = os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
-    if args[:1] == ["host"]:
-        try:
-            return _host(args[1:])
-        except _Declined:
-            return None
-        except (Exception, KeyboardInterrupt) as exc:
-            return exit_for(exc, debug=debug)
     try:
-        command, positional, seen, values = _parse(args)
+        call = _parse(args)
     except _Declined:
         return None
+    handler = _HANDLERS.get(call.command)
+    if handler is None:
+        return None  # a spec without a handler here: typer runs the command
     try:
-        if command == "status":
-            return _status(positional, values)
-        if command == "list":
-            return _list(values)
-        if command == "sync":
-            return _sync(seen, values)
-        if command == "run":
-            return _run(positional, values)
-        if command == "start":
-            return _start(positional, values)
-        if command == "answer":
-            return _answer(positional, seen, values)
-        if command == "resolve-follow-up":
-            return _resolve(positional, values)
-        return _cancel(positional, seen, values)
+        return handler(call)
     except _Declined:
         return None  # declined before anything was read or written
     except (Exception, KeyboardInterrupt) as exc:

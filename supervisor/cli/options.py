@@ -2,8 +2,8 @@
 
 Owns the --project, --json, --session and --input-* options, the RUN argument
 and printing JSON; reading a run's input is ``supervisor.session.runinput`` (shared
-with the fast command line). Imports typer, ``protocol`` and
-``supervisor.session.runinput``.
+with the fast command line). Imports typer, ``protocol``,
+``supervisor.session.runinput`` and ``cli.exits`` (the error of a missing session).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ...protocol.limits import validate_run_id, validate_session_id
 from ...protocol.paths import Paths, resolve_paths
 from ...protocol.settingspec import SettingsLike
 from ..session.runinput import json_input, parse_input
+from .exits import session_required
 
 __all__ = ["json_input", "parse_input"]  # read here by the commands (supervisor.session.runinput)
 
@@ -87,3 +88,11 @@ def emit_json(value: Any) -> None:
 
 def session_id(value: str | None) -> str | None:
     return None if value is None else validate_session_id(value)
+
+
+def required_session(value: str | None, command: str) -> str:
+    """The session ``command`` acts for (``start``, ``activate``, ``sync``): it has to have one."""
+    checked = session_id(value)
+    if checked is None:
+        raise session_required(command)
+    return checked

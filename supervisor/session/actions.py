@@ -3,10 +3,11 @@
 Owns queueing a detached run, answering a waiting run (a continuation
 queued for the host), requesting a cancel and waiting for it to settle,
 and poking the host (saying on stderr when none runs). The typer commands
-(``supervisor.cli.commands.runs``) print the results; the fast command line
-(``supervisor.cli.main``) prints the same ``--json`` objects from the same
-calls. Imports ``protocol``, ``views.runref`` and the session wing's
-cancel, preflight, run input and sync; never ``host``, ``cli`` or the worker.
+(``supervisor.cli.commands.run``, ``.answer`` and ``.cancel``) print the
+results; the fast command line (``supervisor.cli.main``) prints the same
+``--json`` objects from the same calls. Imports ``protocol``,
+``views.runref`` and the session wing's cancel, preflight, run input and
+sync; never ``host``, ``cli`` or the worker.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Owns opening a run's Pi conversation (the session file Pi wrote in the
 run's bundle) in an interactive Pi, in the project directory, so a person
 continues it like any Pi session; and exporting it as HTML with Pi's own
 ``--export``. A conversation has one writer: ``chat`` refuses while the run
-executes. ``register(app)`` adds the commands. Never imports the worker.
+executes. ``register(app)`` adds the commands. Must not import the worker
+or another command module.
 """
 
 from __future__ import annotations

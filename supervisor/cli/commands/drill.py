@@ -2,8 +2,8 @@
 
 Owns parsing ``drill``'s options and printing its summary (or the report
 as JSON); the drill itself is ``supervisor.drill``. ``register(app)`` adds
-the command. Imports typer, ``protocol.errors`` and the drill; never the
-worker.
+the command. Imports typer, ``protocol.errors`` and the drill; must not
+import the worker or another command module.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Owns parsing ``fork``'s arguments and printing its result; the rules and
 the writes are ``supervisor.session.fork``'s. ``register(app)`` adds the command.
-Imports typer, ``protocol`` and the shared CLI options; never the worker.
+Imports typer, ``protocol`` and the shared CLI options; must not import the
+worker or another command module.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from ...session.actions import wake_host
 from ...session.fork import fork_run
 from ...views.runref import existing_row, project_store
 from ..options import (
@@ -25,7 +27,6 @@ from ..options import (
     project_context,
     session_id,
 )
-from .runs import wake_host
 
 
 def fork_command(

@@ -3,8 +3,8 @@
 Owns parsing its arguments and printing its start-up banner and results;
 the work is done by the host (``supervisor.host.loop``), its server
 (``supervisor.host.serve``) and, for ``--background`` and ``--stop``,
-``supervisor.host.background``. ``register(app)`` adds the command. Never
-imports the worker.
+``supervisor.host.background``. ``register(app)`` adds the command. Must not
+import the worker or another command module.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Owns printing ``supervisor.views.steplogs`` records like ``gh run view --log``: 
 header per step (node, step, attempt, outcome, duration), then its output;
 ``--follow`` keeps printing, including a running shell step's output as it is
 produced, until the run settles. ``register(app)`` adds the command. Reads
-only. Never imports the worker.
+only. Must not import the worker or another command module.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Owns parsing their arguments and printing their results: one run with its
 chain, the unfinished and waiting runs, a session's run, and the filtered
 listing. What they report is ``supervisor.views.reports`` (shared with the fast
 command line, ``supervisor.cli.main``); the lines are ``supervisor.views.status``
-and ``supervisor.views.listing``. ``register(app)`` adds the commands. Never imports
-the worker.
+and ``supervisor.views.listing``. ``register(app)`` adds the commands. Must not import
+the worker or another command module.
 """
 
 from __future__ import annotations

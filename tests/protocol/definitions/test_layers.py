@@ -17,7 +17,7 @@ PROTOCOL = Path(__file__).resolve().parents[3] / "protocol"
 LAYERS: dict[str, set[str]] = {
     "jsonenc": set(),
     "states": {"errors"},
-    "commands": set(),
+    "commands": {"record"},
     "definitions.graph": {"errors", "jsonenc"},
     "definitions.routing": {"definitions.graph", "errors", "states"},
     "definitions.values": {"definitions.graph", "errors"},

@@ -1,17 +1,17 @@
-"""The session commands: ``start``, ``activate`` and ``sync``.
+"""The deferred launch of a session's run: ``start`` and ``activate``.
 
-Owns parsing their arguments and printing their results; the protocol is in
-``supervisor.session.activation`` (deferred launches) and ``supervisor.session.sync``
-(catch-up). ``register(app)`` adds the commands. Never imports the worker.
+Owns parsing their arguments and printing their results, and the stdin
+lifeline of ``activate --park-on-eof``; the protocol is
+``supervisor.session.activation`` (``start`` reserves a run for a session,
+``activate`` starts it at the session's idle boundary). ``register(app)``
+adds both commands. Must not import the worker or another command module.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -20,13 +20,11 @@ import typer
 
 from ....protocol.definitions.discovery import resolve_for
 from ....protocol.store import open_store
-from ...session import sync as catchup
 from ...session.actions import start_json
 from ...session.activation import activate, start
 from ...session.launch import prepare_run
 from ...views.runview import terminal_view
 from ...views.status import run_status
-from ..exits import session_required
 from ..options import (
     InputFileOpt,
     InputJsonOpt,
@@ -38,10 +36,8 @@ from ..options import (
     emit_json,
     parse_input,
     project_context,
-    session_id,
+    required_session,
 )
-
-FOLLOW_POLL_S = 0.2
 
 
 def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
@@ -57,13 +53,6 @@ def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
         stop()
 
     threading.Thread(target=watch, name="stdin-lifeline", daemon=True).start()
-
-
-def _required(session: str | None, command: str) -> str:
-    checked = session_id(session)
-    if checked is None:
-        raise session_required(command)
-    return checked
 
 
 def start_command(
@@ -84,7 +73,7 @@ def start_command(
     Example: pi-workflows start review "fixed the login bug" --session editor-1
     """
     settings, paths = project_context(project)
-    owner = _required(session, "start")
+    owner = required_session(session, "start")
     raw = parse_input(task, input_json, input_file)
     prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
     with open_store(settings, paths.store_file) as store:
@@ -115,7 +104,7 @@ def activate_command(
     Example: pi-workflows activate --session editor-1
     """
     settings, paths = project_context(project)
-    owner = _required(session, "activate")
+    owner = required_session(session, "activate")
     with open_store(settings, paths.store_file) as store:
         with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
             code = activate(store, settings, paths, owner, view=view,
@@ -127,54 +116,6 @@ def activate_command(
     raise typer.Exit(code)
 
 
-def sync_command(
-    session: SessionOpt = None,
-    follow: Annotated[bool, typer.Option(
-        "--follow", help="Keep showing what changes, until Ctrl-C.")] = False,
-    hold_follow_ups: Annotated[bool, typer.Option(
-        "--hold-follow-ups",
-        help="Lease follow-ups instead of resolving them; the client delivers each one,"
-             " then runs `resolve-follow-up INTENT --token TOKEN`.")] = False,
-    project: ProjectOpt = Path("."),
-    as_json: JsonOpt = False,
-) -> None:
-    """Catch SESSION up: every run that changed since its last sync, once, in its latest state.
-
-    Also delivers the session's notifications and follow-ups, each once. The
-    first sync of a session shows its own runs and the project's parked and
-    waiting ones. With --follow, new changes are shown as they happen.
-
-    Example: pi-workflows sync --session editor-1 --json
-    """
-    settings, paths = project_context(project)
-    owner = _required(session, "sync")
-    with open_store(settings, paths.store_file) as store:
-        first = True
-        try:
-            while True:
-                if not first and store.nothing_new(owner):
-                    time.sleep(FOLLOW_POLL_S)  # an idle poll reads; it never writes
-                    continue
-                snapshot = catchup.take(store, paths.runs_dir, owner,
-                                        hold_follow_ups=hold_follow_ups)
-                if as_json:
-                    if first and not follow:
-                        emit_json(snapshot.as_json())
-                    elif first or not snapshot.empty:
-                        # --follow --json: one object per line, for a client to read.
-                        typer.echo(json.dumps(snapshot.as_json(), sort_keys=True))
-                else:
-                    catchup.show(snapshot, typer.echo, quiet_when_empty=not first)
-                catchup.delivered(store, snapshot)
-                if not follow:
-                    return
-                first = False
-                time.sleep(FOLLOW_POLL_S)
-        except KeyboardInterrupt:
-            return  # what was shown is confirmed; the rest comes next time
-
-
 def register(app: typer.Typer) -> None:
     app.command("start")(start_command)
     app.command("activate")(activate_command)
-    app.command("sync")(sync_command)

@@ -1,8 +1,10 @@
 """The ``workflows`` and ``validate`` commands: inspecting workflow definitions.
 
 Owns listing the catalog (project and global definitions, shadowing, load
-errors) and checking one workflow file. ``register(app)`` adds both commands
-to the CLI. Imports ``protocol`` only; never the worker.
+errors) and checking one workflow file, each file imported in a child of
+its own (``cli.isolated``). ``register(app)`` adds both commands. Imports
+``protocol`` and ``cli``'s shared modules; must not import the worker or
+another command module.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""The commands a Pi session needs beyond the session ones: ``pi-extension`` and
-``resolve-follow-up``.
+"""The ``resolve-follow-up`` command: the second step of the two-step follow-up delivery.
 
-Owns printing the path of the Pi extension shipped as package data
-(``supervisor/piext/pi_workflows.ts``) and the second step of the two-step
-follow-up delivery (``sync --hold-follow-ups`` leases, the client delivers,
-``resolve-follow-up`` resolves). ``register(app)`` adds the commands.
-Imports typer and ``protocol``; never the worker.
+Owns marking a follow-up delivered with the token of the sync that leased
+it (``sync --hold-follow-ups`` leases, the client delivers, this resolves);
+the lease is the store's (``resolve_turn_intent``), and the fast command
+line does the same. ``register(app)`` adds the command. Must not import the
+worker or another command module.
 """
 
 from __future__ import annotations
@@ -17,25 +16,6 @@ import typer
 
 from ....protocol.store import open_store
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
-
-# supervisor/piext/, package data beside the wings.
-EXTENSION = Path(__file__).resolve().parents[2] / "piext" / "pi_workflows.ts"
-
-
-def pi_extension_command(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
-    """Print the absolute path of the pi-workflows Pi extension (a TypeScript file).
-
-    Load it for one Pi session with `pi -e "$(pi-workflows pi-extension)"`;
-    docs/pi-extension.md says how to install it for good. The path is the
-    same for every project (--project is accepted and changes nothing).
-
-    Example: pi-workflows pi-extension --json
-    """
-    del project  # one file for every project
-    if as_json:
-        emit_json({"path": str(EXTENSION)})
-    else:
-        typer.echo(str(EXTENSION))
 
 
 def resolve_follow_up_command(
@@ -66,5 +46,4 @@ def resolve_follow_up_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("pi-extension")(pi_extension_command)
     app.command("resolve-follow-up")(resolve_follow_up_command)

@@ -1,0 +1,91 @@
+"""The ``resume`` command: a parked run, for the host or here.
+
+Owns parsing ``resume``'s arguments and printing its result: unblocking a
+parked run (accepting a changed workflow file with ``--force``:
+``protocol.settle``), then waking the host or driving the run in this
+terminal with the session runner (``supervisor.session.runner``).
+``register(app)`` adds the command. Must not import the worker or another
+command module.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ....protocol.errors import UsageError
+from ....protocol.settle import repin_source
+from ....protocol.states import QueueState
+from ...session.actions import wake_host
+from ...session.runner import session_runner
+from ...views.runref import existing_row as _existing
+from ...views.runref import project_store as _store
+from ...views.runview import terminal_view
+from ...views.status import run_status
+from ..options import (
+    JsonOpt,
+    ProjectOpt,
+    RunArg,
+    SessionOpt,
+    emit_json,
+    project_context,
+    session_id,
+)
+
+
+def resume_command(
+    run: RunArg,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Continue on a workflow file that changed since the run started "
+                        "(the change is recorded in the run's trace).")] = False,
+    here: Annotated[bool, typer.Option(
+        "--here", help="Run it in this terminal now, shown live, instead of in a host.")] = False,
+    session: SessionOpt = None,
+    project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
+) -> None:
+    """Resume a parked run (a host picks it up), or accept its changed workflow file.
+
+    With --here (or --session, as that session) the run continues in this
+    terminal at once, shown live like `run`, with `run`'s exit codes.
+
+    Example: pi-workflows resume 20261201T083022Z-pipeline-025acc92 --here
+    """
+    settings, paths = project_context(project)
+    owner = session_id(session)
+    with _store(settings, paths) as store:
+        row = _existing(store, run, paths)
+        run = row.run_id
+        if row.state != QueueState.PARKED:
+            raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
+                             code="not_parked")
+        if row.error_code == "source_changed":
+            if not force:
+                raise UsageError(
+                    f"run {run} waits because its workflow file changed since it started;"
+                    " check the change, then resume with --force (or cancel the run)",
+                    code="source_changed")
+            row = repin_source(store, paths.runs_dir, run, fsync=settings.fsync)
+        elif row.error_code is not None:
+            # Parked blocked for a person (a bundle that stayed locked, a crash
+            # loop that could not be recorded): this is that person.
+            row = store.unblock(run)
+        if here or owner is not None:
+            with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view, \
+                    session_runner(store, settings, paths, view=view) as runner:
+                code = runner.drive(store.claim_by_id(run, runner.runner_id, session=owner))
+            if as_json:
+                found = store.get(run)
+                emit_json(run_status(found, paths.runs_dir) if found else {"runId": run})
+            raise typer.Exit(code)
+        wake_host(store, paths)
+    if as_json:
+        emit_json({"runId": run, "state": row.state, "forced": force})
+    else:
+        typer.echo(f"{run}: parked and ready; a running host resumes it")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("resume")(resume_command)
