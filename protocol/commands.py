@@ -8,7 +8,7 @@ name only: ``protocol`` never imports the supervisor), the one-line summary
 The typer app lists, shows and lazily imports the commands from it, and
 ``COMMAND_WORDS`` (the names a workflow may not take: ``pi-workflows
 status`` must never be ambiguous) are its names. A new command is one entry
-here and one module there; ``tests/supervisor/test_command_table.py`` holds
+here and one module there; ``tests/supervisor/cli/test_command_table.py`` holds
 the two together. Pure data, read on every call of the fast path: imports
 only ``protocol.record``.
 """

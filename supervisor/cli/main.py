@@ -168,55 +168,55 @@ def _sync(call: _Call) -> int:
 
 
 def _run(call: _Call) -> int:
-    from ..session import actions as runcmds
+    from ..session import actions
     from ..session.runinput import parse_input
 
     positional, values = call.positional, call.values
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
-    prepared = runcmds.prepare(settings, paths, positional[0], raw)
-    _emit(runcmds.detach_json(runcmds.detach(settings, paths, prepared, owner)))
+    prepared = actions.prepare(settings, paths, positional[0], raw)
+    _emit(actions.detach_json(actions.detach(settings, paths, prepared, owner)))
     return 0
 
 
 def _start(call: _Call) -> int:
-    from ..session import actions as runcmds
+    from ..session import actions
     from ..session.runinput import parse_input
 
     positional, values = call.positional, call.values
     settings, paths = _settings_and_paths(values)
     owner = _own_session(values, "start")
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
-    prepared = runcmds.prepare(settings, paths, positional[0], raw)
-    _emit(runcmds.start_json(runcmds.start(settings, paths, prepared, owner)))
+    prepared = actions.prepare(settings, paths, positional[0], raw)
+    _emit(actions.start_json(actions.start(settings, paths, prepared, owner)))
     return 0
 
 
 def _answer(call: _Call) -> int:
     from ...protocol.limits import validate_run_id
-    from ..session import actions as runcmds
+    from ..session import actions
 
     positional, values = call.positional, call.values
     run = validate_run_id(positional[0])  # checked as it is parsed
     settings, paths = _settings_and_paths(values)
     owner = _session(values)
-    value = runcmds.answer_value(positional[1:], values.get("--input-json"),
+    value = actions.answer_value(positional[1:], values.get("--input-json"),
                                  values.get("--input-file"))
-    parent, row = runcmds.answer(settings, paths, run, value, force="--force" in call.seen,
+    parent, row = actions.answer(settings, paths, run, value, force="--force" in call.seen,
                                  owner=owner)
-    _emit(runcmds.answer_json(parent, row))
+    _emit(actions.answer_json(parent, row))
     return 0
 
 
 def _cancel(call: _Call) -> int:
     from ...protocol.limits import validate_run_id
-    from ..session import actions as runcmds
+    from ..session import actions
 
     run = validate_run_id(call.positional[0])
     settings, paths = _settings_and_paths(call.values)
-    result, _ = runcmds.cancel_run(settings, paths, run, no_wait="--no-wait" in call.seen)
-    _emit(runcmds.cancel_json(result))
+    result, _ = actions.cancel_run(settings, paths, run, no_wait="--no-wait" in call.seen)
+    _emit(actions.cancel_json(result))
     return 0
 
 

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from ...session import actions as runcmds
+from ...session import actions
 from ..options import (
     InputFileOpt,
     InputJsonOpt,
@@ -49,10 +49,10 @@ def answer_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    answer = runcmds.answer_value(text, input_json, input_file)
-    run, row = runcmds.answer(settings, paths, run, answer, force=force, owner=owner)
+    answer = actions.answer_value(text, input_json, input_file)
+    run, row = actions.answer(settings, paths, run, answer, force=force, owner=owner)
     if as_json:
-        emit_json(runcmds.answer_json(run, row))
+        emit_json(actions.answer_json(run, row))
     else:
         typer.echo(row.run_id)
 

@@ -15,7 +15,7 @@ import typer
 
 from ....protocol.errors import ExitCode
 from ....protocol.states import CLAIMED, QueueState, RunStatus
-from ...session import actions as runcmds
+from ...session import actions
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
 
@@ -37,12 +37,12 @@ def cancel_command(
     Example: pi-workflows cancel 99624cea
     """
     settings, paths = project_context(project)
-    result, was_waiting = runcmds.cancel_run(settings, paths, run, no_wait=no_wait)
+    result, was_waiting = actions.cancel_run(settings, paths, run, no_wait=no_wait)
     run = result.row.run_id
     row, status = result.row, result.status
     stopped = row.state not in CLAIMED
     if as_json:
-        emit_json(runcmds.cancel_json(result))
+        emit_json(actions.cancel_json(result))
         return
     if not stopped:
         typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary"

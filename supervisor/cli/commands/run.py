@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.store import open_store
-from ...session import actions as runcmds
+from ...session import actions
 from ...session.activation import run_in_session
 from ...session.runner import run_attached
 from ...views.runview import terminal_view
@@ -60,7 +60,7 @@ def run_command(
     settings, paths = project_context(project)
     owner = session_id(session)
     raw = parse_input(task, input_json, input_file)
-    prepared = runcmds.prepare(settings, paths, name, raw)
+    prepared = actions.prepare(settings, paths, name, raw)
     if not detach:
         with open_store(settings, paths.store_file) as store, \
                 terminal_view(typer.echo, project=paths.project, quiet=as_json) as view:
@@ -72,9 +72,9 @@ def run_command(
                 row = store.get(prepared.run_id)
                 emit_json(run_status(row, paths.runs_dir) if row else {"runId": prepared.run_id})
         raise typer.Exit(code)
-    row = runcmds.detach(settings, paths, prepared, owner)
+    row = actions.detach(settings, paths, prepared, owner)
     if as_json:
-        emit_json(runcmds.detach_json(row))
+        emit_json(actions.detach_json(row))
     else:
         typer.echo(row.run_id)
 
