@@ -65,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False)
+        # The words as typed reach the commands (``host`` tells its words for pi
+        # from stray ones only by where ``--`` stood).
+        result = command.main(args=args, prog_name="pi-workflows", standalone_mode=False,
+                              obj={"argv": list(args)})
         return int(result) if isinstance(result, int) else 0
     except typer.Exit as exc:
         return int(exc.exit_code)

@@ -9,22 +9,30 @@ import the worker or another command module.
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ....protocol.errors import UsageError
+from ....protocol.errors import ExitCode, UsageError
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
+from ....protocol.states import CLAIMED
+from ....protocol.store import open_store
 from ...host.background import (
+    HOST_LOG,
     START_TIMEOUT_S,
     STOP_MARGIN_S,
+    find_host,
     host_argv,
     start_background,
     stop_host,
 )
 from ...host.foreground import MAX_CONCURRENCY, MIN_CONCURRENCY, run_foreground
+from ...views.timefmt import duration
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
 
@@ -45,6 +53,14 @@ def host_command(
              f" {START_TIMEOUT_S:g}), for --stop to exit (default: the"
              " drain grace, the hung-worker kill delay and"
              f" {STOP_MARGIN_S:g} more).")] = None,
+    status: Annotated[bool, typer.Option(
+        "--status", help="Show the running host (pid, uptime, runs held, log); exit 1 when"
+                         " none runs.")] = False,
+    logs: Annotated[bool, typer.Option(
+        "--logs", help="Print the host's log (<logDir>/host.log).")] = False,
+    follow: Annotated[bool, typer.Option(
+        "--follow", "-f", help="With --logs: keep printing what the host writes until"
+                               " Ctrl-C.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the supervisor: one worker subprocess per claimed run.
@@ -57,20 +73,98 @@ def host_command(
 
     Example: pi-workflows host --background --concurrency 4
     """
+    pi_args = _pi_args(ctx)
     settings, paths = project_context(project)
-    if background and stop:
-        raise UsageError("--background and --stop do not go together")
+    modes = [name for name, on in (("--background", background), ("--stop", stop),
+                                   ("--status", status), ("--logs", logs)) if on]
+    if len(modes) > 1:
+        raise UsageError(f"{modes[0]} and {modes[1]} do not go together")
+    if follow and not logs:
+        raise UsageError("--follow goes with --logs")
+    if status or logs:
+        if concurrency is not None or pi_args or timeout is not None:
+            raise UsageError(f"{modes[0]} takes no --concurrency, --timeout or arguments for pi")
+        if status:
+            raise typer.Exit(_status(settings, paths, as_json))
+        if as_json:
+            raise UsageError("--logs prints the log as it is; it has no --json")
+        raise typer.Exit(_logs(paths, follow))
     if stop:
-        if concurrency is not None or ctx.args:
+        if concurrency is not None or pi_args:
             raise UsageError("--stop takes no --concurrency and no arguments for pi")
         _stop(settings, paths, timeout, as_json)
         return
     if background:
-        _background(paths, host_argv(paths.project, concurrency, ctx.args), timeout, as_json)
+        _background(paths, host_argv(paths.project, concurrency, pi_args), timeout, as_json)
         return
     if timeout is not None or as_json:
         raise UsageError("--timeout and --json go with --background or --stop")
-    raise typer.Exit(run_foreground(settings, paths, concurrency, ctx.args))
+    raise typer.Exit(run_foreground(settings, paths, concurrency, pi_args))
+
+
+def _pi_args(ctx: typer.Context) -> list[str]:
+    """The words after ``--``: only those reach ``pi``; any other extra word is refused."""
+    root = ctx.find_root().obj
+    raw = root.get("argv") if isinstance(root, dict) else None
+    extra = list(ctx.args)
+    after = raw[raw.index("--") + 1:] if raw and "--" in raw else []
+    if extra != after:
+        raise UsageError(f"unexpected argument {extra[0]!r}: arguments for pi go after `--`"
+                         " (see --help)")
+    return after
+
+
+def _status(settings: SettingsLike, paths: Paths, as_json: bool) -> int:
+    host = find_host(paths)
+    log = paths.log_dir / HOST_LOG
+    if host is None:
+        if as_json:
+            emit_json({"running": False, "log": str(log)})
+        else:
+            typer.echo("pi-workflows host: no host is running for this project", err=True)
+        return ExitCode.RUN_FAILED
+    held = 0
+    if paths.store_file.exists() and host.runner_id is not None:
+        with open_store(settings, paths.store_file) as store:
+            held = sum(1 for row in store.list_runs(limit=100_000)
+                       if row.runner_id == host.runner_id and row.state in CLAIMED)
+    uptime_ms = max(0, int((time.time() - host.start_time) * 1000))
+    if as_json:
+        emit_json({"running": True, "pid": host.pid, "runnerId": host.runner_id,
+                   "ready": host.ready, "uptimeMs": uptime_ms, "runsHeld": held,
+                   "log": str(log), "project": str(paths.project)})
+    else:
+        state = "running" if host.ready else "starting"
+        typer.echo(f"pi-workflows host: {state}, pid {host.pid}, up {duration(uptime_ms)},"
+                   f" {held} run(s) held; log {log}")
+    return ExitCode.OK
+
+
+def _logs(paths: Paths, follow: bool) -> int:
+    log = paths.log_dir / HOST_LOG
+    try:
+        fh = open(log, "rb")  # noqa: SIM115 (kept open while following)
+    except FileNotFoundError:
+        typer.echo(f"pi-workflows host: no host log yet at {log}", err=True)
+        return ExitCode.RUN_FAILED
+    out = sys.stdout.buffer
+    with fh:
+        out.write(fh.read())
+        out.flush()
+        try:
+            while follow:
+                chunk = fh.read()
+                if chunk:
+                    out.write(chunk)
+                    out.flush()
+                    continue
+                if os.path.getsize(log) < fh.tell():  # rotated: read the new file
+                    fh.seek(0)
+                    continue
+                time.sleep(0.2)  # a log has no event to wait on: poll it, as tail -f does
+        except (KeyboardInterrupt, FileNotFoundError):
+            return ExitCode.OK
+    return ExitCode.OK
 
 
 def _background(paths: Paths, argv: list[str], timeout: float | None, as_json: bool) -> None:
@@ -98,5 +192,6 @@ def _stop(settings: SettingsLike, paths: Paths, timeout: float | None, as_json: 
 
 
 def register(app: typer.Typer) -> None:
-    app.command("host", context_settings={"allow_extra_args": True,
-                                          "ignore_unknown_options": True})(host_command)
+    # Extra words are allowed so that those after `--` reach pi; an unknown
+    # option is click's error (exit 2), a stray word ours (see _pi_args).
+    app.command("host", context_settings={"allow_extra_args": True})(host_command)
