@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
-from ...protocol.errors import LimitError
+from ...protocol.errors import LimitError, UsageError
 from ...protocol.paths import Paths, project_key
 from ...protocol.states import TERMINAL, QueueState, RunStatus, display_state, seen_status
 from ...protocol.store import Chain, ChainMember, Hold, Store
@@ -55,7 +55,11 @@ PAUSE_ENV = "PI_WORKFLOWS_GC_PAUSE"  # test seam: journaled | deleted | trashed
 
 def parse_duration(text: str) -> int:
     """``--older-than``: ``30d``, ``12h``, ``1h30m`` ... (as ``list --since``) -> milliseconds."""
-    return int(timefmt.parse_duration(text, "--older-than") * 1000)
+    ms = int(timefmt.parse_duration(text, "--older-than") * 1000)
+    if ms <= 0:  # "older than nothing" would be every settled run: never by accident
+        raise UsageError(f"--older-than {text!r} is zero: give how old a settled run must be,"
+                         " such as 30d", code="invalid_duration")
+    return ms
 
 
 def format_bytes(n: int) -> str:

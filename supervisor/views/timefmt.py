@@ -49,12 +49,15 @@ def ago(then_ms: int, now_ms: int) -> str:
 
 
 def parse_duration(text: str, option: str = "the duration") -> float:
-    """Seconds in ``text``: numbers with a unit each (s, m, h, d, w), such as ``1h30m``."""
-    cleaned = text.strip().lower().replace(" ", "")
+    """Seconds in ``text``: numbers with a lower-case unit each (s, m, h, d, w): ``1h30m``."""
+    cleaned = text.strip().replace(" ", "")
     parts = _DURATION_RE.findall(cleaned)
     if not cleaned or "".join(n + u for n, u in parts) != cleaned:
+        # Upper case is refused, not folded: 2M would read as two months.
+        case = "; units are lower case" if cleaned.lower() != cleaned else ""
         raise UsageError(f"{option} {text!r} is not a duration: use a number and a unit"
-                         " (s, m, h, d, w), such as 30m, 2h or 7d", code="invalid_duration")
+                         f" (s, m, h, d, w), such as 30m, 2h or 7d{case}",
+                         code="invalid_duration")
     seconds = sum(float(number) * _UNITS_S[unit] for number, unit in parts)
     if seconds > MAX_DURATION_S:
         raise UsageError(f"{option} {text[:40]!r} is longer than 1000 years",

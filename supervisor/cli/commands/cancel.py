@@ -45,12 +45,14 @@ def cancel_command(
         emit_json(actions.cancel_json(result))
         return
     if not stopped:
-        typer.echo(f"{run}: cancellation requested; the run stops at its next node boundary"
+        # The worker is nudged: the step in progress gets its stop signal now.
+        typer.echo(f"{run}: cancellation requested; the step in progress is being stopped"
+                   " and no step starts after it"
                    + ("" if no_wait else " (still running; `pi-workflows watch` follows it)"))
     elif status == RunStatus.CANCELLED or row.state == QueueState.CANCELLED:
         typer.echo(f"{run}: cancelled" + (" while it waited" if was_waiting else ""))
     else:
-        # The run came to rest before the cancel reached a node boundary.
+        # The run came to rest (finished, failed, waited) before the cancel reached it.
         typer.echo(f"{run}: {status or row.state} before the cancel took effect")
         raise typer.Exit(ExitCode.RUN_FAILED)
 

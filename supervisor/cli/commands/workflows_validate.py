@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_dirs
-from ....protocol.errors import ExitCode
+from ....protocol.errors import ExitCode, NotFound
 from ....protocol.settingspec import SettingsLike
 from ..isolated import load_summary
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
@@ -101,11 +101,15 @@ def _workflow_file(settings: SettingsLike, project: Path, file: str) -> Path:
     given = Path(file).expanduser()
     if given.exists() or "/" in file or file.endswith(".py"):
         return given
-    for directory in workflow_dirs(settings, project):
+    dirs = workflow_dirs(settings, project)
+    for directory in dirs:
         candidate = directory / f"{file}{SUFFIX}"
         if candidate.is_file():
             return candidate
-    return given
+    # Neither a file nor a name: say where a name was looked for, not just "not found".
+    raise NotFound(f"no file {file!r} and no workflow named {file!r} (looked for"
+                   f" {file}{SUFFIX} in {dirs[0]} and {dirs[1]}); see `pi-workflows workflows`",
+                   code="workflow_not_found")
 
 
 def validate(file: _FileArg, project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -341,3 +343,10 @@ def test_apply_input_reports_a_crashing_parser() -> None:
     with pytest.raises(UsageError) as caught:
         apply_input(wf, {})
     assert caught.value.message == "the input parser of 'broken' failed: KeyError: 'missing'"
+
+
+def test_the_reserved_names_in_the_docs_are_the_command_table() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "workflows.md").read_text()
+    marker = doc.index("<!-- command words:")
+    line = doc[marker:].splitlines()[1]
+    assert re.findall(r"`([a-z-]+)`", line) == sorted(COMMAND_WORDS)

@@ -61,6 +61,18 @@ def test_validate_missing_file(tmp_path: Path) -> None:
     assert out.stderr == f"{tmp_path / 'nope.workflow.py'}: file not found\n"
 
 
+def test_validate_by_name_finds_the_projects_file_or_says_where_it_looked(
+        tmp_path: Path) -> None:
+    local = tmp_path / ".pi" / "workflows"
+    write(local / "greet.workflow.py", simple_source())
+    out = run_cli("validate", "greet", "--project", str(tmp_path))
+    assert out.returncode == 0 and out.stdout.startswith("ok greet sha256:"), out.stderr
+    out = run_cli("validate", "nosuch", "--project", str(tmp_path))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "no workflow named 'nosuch'" in out.stderr and str(local.resolve()) in out.stderr
+    assert "file not found" not in out.stderr
+
+
 def test_workflows_json_lists_definitions_and_errors(tmp_path: Path) -> None:
     project = tmp_path / "project"
     local = project / ".pi" / "workflows"

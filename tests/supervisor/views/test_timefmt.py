@@ -32,15 +32,21 @@ def test_ago_rounds_down_to_whole_units(seconds_before: int, text: str) -> None:
 
 @pytest.mark.parametrize(("text", "seconds"), [
     ("30s", 30), ("30m", 1800), ("2h", 7200), ("7d", 604_800), ("1w", 604_800),
-    ("1h30m", 5400), ("1.5h", 5400), (" 2H ", 7200),
+    ("1h30m", 5400), ("1.5h", 5400), (" 2h ", 7200),
 ])
 def test_durations_parse_with_units(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("bad", ["", "30", "m", "2x", "1h 30", "-2h", "h2", "2hours"])
+@pytest.mark.parametrize("bad", ["", "30", "m", "2x", "1h 30", "-2h", "h2", "2hours", "2M", "2H"])
 def test_a_bad_duration_is_one_usage_error_naming_the_option(bad: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse_duration(bad, "--since")
     assert caught.value.exit_code == 2 and caught.value.code == "invalid_duration"
     assert caught.value.message.startswith("--since ") and "such as 30m" in caught.value.message
+
+
+def test_an_upper_case_unit_is_refused_not_read_as_another() -> None:
+    # 2M would be two minutes to the parser and two months to a person.
+    with pytest.raises(UsageError, match="units are lower case"):
+        parse_duration("2M", "--older-than")
