@@ -3,9 +3,10 @@
 Shows compute and shell nodes, and a switch on ``$result.outcome`` that routes
 a failed command to its own report instead of failing the run.
 
-Run input: a directory as the task words (``pi-workflows run pipeline src``)
-or ``--input-json '{"dir": "src"}'``; default ``.``, relative to the project
-directory.
+Run input: a directory of the project as the task words (``pi-workflows run
+pipeline src``) or ``--input-json '{"dir": "src"}'``; default ``.``, relative
+to the project directory. A directory the project does not have fails the
+run at its first step, saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def parse_input(raw: Any) -> dict[str, str]:
 
 
 def plan(ctx: NodeContext) -> dict[str, str]:
-    return {"dir": ctx.input["dir"], "pattern": "*.py"}
+    directory = ctx.input["dir"]
+    if not (ctx.project_dir / directory).is_dir():
+        # Counting in a directory that is not there would "succeed" with nothing to say.
+        raise ValueError(f"no directory {directory!r} in the project {ctx.project_dir}:"
+                         " give one it has, such as `pi-workflows run pipeline .`")
+    return {"dir": directory, "pattern": "*.py"}
 
 
 def count_command(ctx: NodeContext) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ from pi_workflows.protocol.definitions.graph import definition_digest
 from pi_workflows.protocol.definitions.routing import next_node, routes_failures
 from pi_workflows.protocol.definitions.values import apply_input
 
+from tests.helpers.cli import run_cli
 from tests.helpers.definitions import make_ctx
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -61,3 +64,21 @@ def test_summarize_agent_validation() -> None:
         "give at most 5 bullets, not 6")
     assert apply_input(wf, {"task": "README.md"}) == {"path": "README.md"}
     assert apply_input(wf, "some words to summarize") == {"text": "some words to summarize"}
+
+
+@pytest.mark.timeout(60)
+def test_the_pipeline_example_fails_clearly_on_a_directory_the_project_lacks(
+        tmp_path: Path) -> None:
+    flows = tmp_path / ".pi" / "workflows"
+    flows.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "pipeline.workflow.py", flows)
+    env = {**os.environ, "PI_WORKFLOWS_PLAIN": "1"}
+    missing = run_cli("run", "pipeline", "src", "--project", str(tmp_path), env=env)
+    assert missing.returncode == 1
+    assert "no directory 'src' in the project" in missing.stdout + missing.stderr
+    assert "completed" not in missing.stdout
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\ny = 2\n")
+    counted = run_cli("run", "pipeline", "src", "--project", str(tmp_path), env=env)
+    assert counted.returncode == 0, counted.stdout + counted.stderr
+    assert "2 lines of Python under src" in counted.stdout
