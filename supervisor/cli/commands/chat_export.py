@@ -84,31 +84,46 @@ def export_command(
     run: RunArg,
     html: Annotated[Path | None, typer.Option(
         "--html", metavar="FILE",
-        help="Where to write the HTML (default: Pi's choice, printed).")] = None,
+        help="Where to write the HTML (default: RUN.html in the current directory).")] = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Write RUN's agent conversation as an HTML page (Pi's own export).
+    """Write RUN's agent conversation as an HTML page (Pi's own export), readable by you only.
 
-    Example: pi-workflows export 20261201T083022Z-summarize-025acc92 --html run.html
+    Prints the path it wrote. Example: pi-workflows export 025acc92 --html run.html
     """
     settings, paths = project_context(project)
     run, session = _conversation(settings, paths, run, writing=False)
-    argv = [_pi(settings), "--export", str(session)]
-    if html is not None:
-        argv.append(str(html.expanduser().absolute()))
+    target = (html if html is not None else Path(f"{run}.html")).expanduser().absolute()
+    existed = target.exists()
+    _private_file(target)
+    argv = [_pi(settings), "--export", str(session), str(target)]
     proc = spawn(argv, cwd=paths.project, env=_env(settings), stdout=PIPE, stderr=PIPE)
     out, err = proc.communicate(timeout=120)
-    if proc.returncode != 0:
+    if proc.returncode != 0 or not target.is_file():
+        if not existed:
+            target.unlink(missing_ok=True)  # ours, and empty: leave nothing behind
         first = (err or out).decode(errors="replace").strip().splitlines()[:1]
         raise UsageError(f"pi --export failed: {first[0] if first else proc.returncode}",
                          code="export_failed")
-    text = out.decode(errors="replace").strip()
-    target = str(html.expanduser().absolute()) if html is not None else text.splitlines()[-1]
+    os.chmod(target, 0o600)  # a conversation holds prompts: never group or world readable
     if as_json:
-        emit_json({"runId": run, "html": target})
+        emit_json({"runId": run, "html": str(target)})
     else:
-        typer.echo(target)
+        typer.echo(str(target))
+
+
+def _private_file(path: Path) -> None:
+    """Make ``path`` exist as 0600 before Pi writes it (a rewrite keeps the mode)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}",
+                         code="export_failed") from None
+    try:
+        os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 def register(app: typer.Typer) -> None:
