@@ -29,6 +29,7 @@ from .settingspec import (
     Setting,
     SettingsLike,
     Values,
+    no_config_file,
     settings_problem,
 )
 
@@ -103,6 +104,8 @@ def _config_values() -> dict[str, Any]:
     else:
         home = os.environ.get(f"{PREFIX}HOME")
         path = (Path(home) if home else DEFAULT_HOME).expanduser() / "config.toml"
+    if explicit and no_config_file(path):
+        return {}
     if not path.is_file():
         if explicit:
             raise Declined  # asked for by name and missing: the full path says so

@@ -29,7 +29,14 @@ from pydantic_settings import (
 from .configfile import expected, read_config
 from .errors import UsageError
 from .paths import Paths, ensure_private_dir, project_key, resolve_paths
-from .settingspec import DEFAULT_HOME, FIELDS, PREFIX, SettingsLike, settings_problem
+from .settingspec import (
+    DEFAULT_HOME,
+    FIELDS,
+    PREFIX,
+    SettingsLike,
+    no_config_file,
+    settings_problem,
+)
 
 __all__ = ["Paths", "Settings", "SettingsLike", "ensure_private_dir", "load_settings",
            "project_key", "resolve_paths"]
@@ -67,9 +74,12 @@ class _Model(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
         path = config_file()
+        if os.environ.get(f"{PREFIX}CONFIG") and no_config_file(path):
+            return tuple(sources)
         if os.environ.get(f"{PREFIX}CONFIG") and not path.is_file():
             # A config file that was asked for by name must not be silently skipped.
-            what = "a directory" if path.is_dir() else "missing"
+            what = ("a directory" if path.is_dir() else
+                    "not a regular file" if path.exists() else "missing")
             raise UsageError(f"the config file {path} (PI_WORKFLOWS_CONFIG) is {what}",
                              code="config_invalid")
         if path.is_file():

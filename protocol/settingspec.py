@@ -12,6 +12,7 @@ fields. Imports the standard library only: the fast command line and the
 worker load it.
 """
 
+import os
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, get_args, get_origin
 
@@ -111,6 +112,11 @@ def _fields() -> dict[str, Setting]:
 
 
 FIELDS: dict[str, Setting] = _fields()
+
+
+def no_config_file(path: Path) -> bool:
+    """``PI_WORKFLOWS_CONFIG=/dev/null``: the usual way to say "read no config file"."""
+    return str(path) == os.devnull
 
 
 def settings_problem(values: Any) -> str | None:

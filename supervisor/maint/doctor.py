@@ -120,7 +120,17 @@ def _walk(root: Path) -> list[tuple[Path, bool]]:
     return found
 
 
+# The directories a project needs, with the setting that moves each.
+_DIRS = (("state_dir", "PI_WORKFLOWS_STATE_DIR"), ("runs_dir", "PI_WORKFLOWS_RUNS_DIR"),
+         ("log_dir", "PI_WORKFLOWS_LOG_DIR"))
+
+
 def check_permissions(paths: Paths) -> Check:
+    for field, env in _DIRS:
+        path: Path = getattr(paths, field)
+        if path.exists() and not path.is_dir():  # a permission fix would not help
+            return Check("permissions", "fail", f"{path} ({env}) is not a directory: move the"
+                         " file away or point the setting at a directory", (str(path),))
     if not paths.state_dir.exists():
         return Check("permissions", "info", f"nothing to check yet: {paths.state_dir} does not"
                      " exist")

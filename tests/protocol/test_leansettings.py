@@ -188,3 +188,20 @@ def test_a_config_file_that_is_a_directory_is_declined(tmp_path: Path,
     monkeypatch.setenv("PI_WORKFLOWS_CONFIG", str(tmp_path / "dir.toml"))
     assert lean_settings() is None
     assert isinstance(_pydantic(), PiWorkflowsError)
+
+
+def test_a_config_of_dev_null_means_no_config_file_to_both_readers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PI_WORKFLOWS_CONFIG", os.devnull)
+    lean = _agree(tmp_path)
+    assert lean is not None and lean.lease_ms == 30_000  # read lean: no pydantic needed
+    assert load_settings().lease_ms == 30_000
+
+
+def test_a_config_that_is_not_a_regular_file_is_named_as_such(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("PI_WORKFLOWS_CONFIG", str(fifo))
+    with pytest.raises(PiWorkflowsError, match="is not a regular file"):
+        load_settings()
