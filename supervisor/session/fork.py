@@ -270,6 +270,15 @@ def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None,
     without a queue row: nothing ever runs it, and forking again makes a
     new one.
     """
+    answered = store.continuation_of(row.run_id)
+    if answered is not None:
+        # Its checkpoint was answered: the chain goes on in the continuation, and
+        # "answer it" would fail; point at what a person can do with it.
+        nxt = answered.run_id
+        then = ("fork it" if answered.state in TERMINAL else
+                f"follow it with `pi-workflows watch {nxt}`; once it has ended, fork it")
+        raise UsageError(f"run {row.run_id} was answered and goes on as run {nxt}: {then}"
+                         f" (`pi-workflows fork {nxt}`)", code="run_answered")
     plan = plan_fork(runs_dir, row, from_node, force=force)
     lay_out(store, runs_dir, plan, fsync=fsync)
     queued = store.enqueue_detached(plan.run_id, run_source(plan.loaded), None,

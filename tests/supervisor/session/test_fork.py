@@ -257,3 +257,37 @@ def test_a_chain_carries_by_its_whole_history(h: Harness) -> None:
     assert (state["outputs"], state["steps"], state["forkedFrom"]) == ({"draft": plan}, 1, first)
     assert h.execute(again).outcome == "waiting"  # a fork from a checkpoint waits there again
     assert h.state(again)["waitingNode"] == "approve"
+
+
+CHECK = """
+workflow = define_workflow(
+    start_at="draft",
+    nodes=[
+        compute("draft", lambda ctx: {"plan": "p"}),
+        checkpoint("approve", summary=lambda ctx: "approve the plan"),
+        compute("build", lambda ctx: {"built": ctx.outputs["approve"]}),
+    ],
+    edges=[edge("draft", "approve"), edge("approve", "build")],
+)
+"""
+
+
+def test_a_fork_of_an_answered_checkpoint_points_at_its_continuation_not_at_answer(
+        h: Harness) -> None:
+    h.write("check", CHECK)
+    parent = h.launch("check", {})
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "yes")
+    before = _snapshot(h)
+    with pytest.raises(UsageError) as caught:
+        _fork(h, parent)
+    message = caught.value.message
+    assert caught.value.code == "run_answered" and f"goes on as run {child}" in message
+    assert "answer" not in message.replace("was answered", "")  # no command that would fail
+    assert f"`pi-workflows watch {child}`" in message  # the continuation has not run yet
+    assert _nothing_written(h, before)
+    assert h.execute(child).outcome == "completed"
+    with pytest.raises(UsageError, match=f"`pi-workflows fork {child}`") as ended:
+        _fork(h, parent)
+    assert "watch" not in ended.value.message  # it has ended: fork it now
+    assert _fork(h, child, "build")  # and the command it names works
