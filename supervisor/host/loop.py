@@ -122,6 +122,8 @@ class Host:
             monotonic=monotonic,
             enabled=(settings.zygote and settings.standby) if use_zygote is None else use_zygote)
         self._next_sweep = 0.0
+        # On the host's monotonic clock, so tests drive the window too.
+        self.spawn_warnings = Throttle(monotonic=monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -381,7 +383,11 @@ class Host:
                                      project_key=self.project_key, runner_id=self.runner_id,
                                      config_json=self.worker_config, now=now)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
-            logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
+            # Retried every SPAWN_RETRY_S for each run: said once per errno a minute.
+            held = self.spawn_warnings.due(f"spawn:{exc.errno}")
+            if held is not None:
+                logger.warning("could not start a worker for {}: {}{}", claim.run_id, exc,
+                               held_note(held))
             # An unanswered fork may have started one: by the retry it carries the
             # run's marker (its first act), and is killed before another starts.
             self.pending[claim.run_id] = Pending(claim, now + SPAWN_RETRY_S,

@@ -7,17 +7,19 @@ store and the lock are real. No threads, no sleeps, no real processes.
 
 from __future__ import annotations
 
+import errno
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loguru import logger
 from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.fence import bundle_lock
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim
 from pi_workflows.protocol.wire import WorkerExit
-from pi_workflows.supervisor.host.loop import Host
+from pi_workflows.supervisor.host.loop import SPAWN_RETRY_S, Host
 from pi_workflows.supervisor.procs.lockholders import Holder
 from pi_workflows.supervisor.procs.workers import EDGES, Phase, PhaseError, WorkerHandle
 
@@ -364,3 +366,27 @@ def test_a_worker_that_stops_renewing_is_killed_after_a_lease_of_monotonic_time(
     assert second is not worker and row is not None
     assert row.claim_token == second.claim.token != worker.claim.token
 
+
+# ---- spawn failures: said once per errno a minute --------------------------
+
+def test_repeated_spawn_failures_are_logged_once_a_minute_with_the_held_count(
+        rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.spawn_error = OSError(errno.EMFILE, "Too many open files")
+    lines: list[str] = []
+    sink = logger.add(lines.append, format="{message}", level="WARNING")
+    try:
+        enqueue(host.store, "r1")
+        for _ in range(30):  # a retry every SPAWN_RETRY_S for half a minute
+            host.loop_once()
+            mono.advance(SPAWN_RETRY_S)
+        said = [line for line in lines if "could not start a worker" in line]
+        assert len(said) == 1 and "Too many open files" in said[0]
+        assert "more like it" not in said[0]
+        mono.advance(31)  # past the minute: said again, with the count held back
+        host.loop_once()
+        said = [line for line in lines if "could not start a worker" in line]
+        assert len(said) == 2 and "(29 more like it in the last minute)" in said[1]
+    finally:
+        logger.remove(sink)
+    assert not fake_os.spawned and "r1" in host.pending
