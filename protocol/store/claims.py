@@ -9,7 +9,7 @@ checks the transition or claim transfer, lease renewal, the fence's
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from ..errors import ClaimLost, ConflictError, TransitionRefused
@@ -87,12 +87,16 @@ class ClaimOps(StoreBase):
                 f"run {run_id} cannot resume while its session has another active run;"
                 " finish or cancel that run first", code="session_busy") from None
 
-    def claim_next(self, runner_id: str, *, session: str | None = None) -> Claim | None:
+    def claim_next(self, runner_id: str, *, session: str | None = None,
+                   keep: Collection[str] = ()) -> Claim | None:
         """Claim the next eligible run: runner affinity first, then the oldest.
 
         Without ``session`` the caller is a host: it never takes a session's
         unactivated ``queued`` row or an origin-bound ``starting`` row. With
         ``session`` only that session's rows and unowned rows are eligible.
+        ``keep`` names runs the caller supervises itself: never taken because
+        their lease looks expired (a forward wall-clock step makes every lease
+        look so), since the caller judges their workers by its monotonic clock.
         """
         validate_key(runner_id, "runner id")
         now = self._now()
@@ -107,6 +111,9 @@ class ClaimOps(StoreBase):
             params = (session,)
             parked_own, parked_params = own, params
             expired = own
+        kept = tuple(keep)
+        if kept:
+            expired = f"({expired} AND run_id NOT IN ({', '.join('?' * len(kept))}))"
         # Resuming a parked run re-enters its origin session's one active slot
         # (the reservation index): skip it while that session has another run.
         # A parked run carrying an error code waits for a person (for example
@@ -116,7 +123,7 @@ class ClaimOps(StoreBase):
             f"((state = '{Q.QUEUED}' AND {own}) OR (state = '{Q.PARKED}' AND {parked_own})"
             f" OR (state IN {_CLAIMED} AND lease_expires_at <= ? AND {expired}))"
         )
-        eligible_params = (*params, *parked_params, now, *(params if session else ()))
+        eligible_params = (*params, *parked_params, now, *(params if session else ()), *kept)
         queries: Sequence[tuple[str, tuple[Any, ...]]] = (
             (f"SELECT * FROM workflow_run_queue WHERE runner_affinity = ? AND {eligible}"
              " ORDER BY created_at, run_id LIMIT 1", (runner_id, *eligible_params)),
@@ -126,7 +133,7 @@ class ClaimOps(StoreBase):
              " ORDER BY created_at, run_id LIMIT 1", parked_params),
             ("SELECT * FROM workflow_run_queue WHERE lease_expires_at <= ? AND state IN"
              f" {_CLAIMED} AND {expired} ORDER BY created_at, run_id LIMIT 1",
-             (now, *(params if session else ()))),
+             (now, *(params if session else ()), *kept)),
         )
         with self._db.transaction() as tx:
             found = tx.one(*queries[0])

@@ -122,6 +122,8 @@ class Host:
             monotonic=monotonic,
             enabled=(settings.zygote and settings.standby) if use_zygote is None else use_zygote)
         self._next_sweep = 0.0
+        # On the host's monotonic clock, so tests drive the window too.
+        self.spawn_warnings = Throttle(monotonic=monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -264,7 +266,9 @@ class Host:
                      lock_timeout=SETTLE_LOCK_S)
 
     def _stop_hung(self) -> None:
-        now, lease_now = self.monotonic(), self.clock()
+        # Monotonic only: the wall clock may step (NTP, a VM resume) either way.
+        now, lease_s = self.monotonic(), self.settings.lease_ms / 1000
+        hung: list[WorkerHandle] = []
         for handle in self.workers.values():
             if handle.phase in (Phase.KILLED, Phase.RETIRING):
                 continue  # to be reaped
@@ -284,14 +288,35 @@ class Host:
                     handle.terminate(now)
             elif row is None or row.claim_token != handle.claim.token:
                 handle.terminate(now)  # another runner owns the run now
-            elif (row.lease_expires_at or 0) <= lease_now:
-                # Its claim has lapsed, so it can no longer write anything: no
+            elif handle.stalled_for(row.lease_expires_at, now) >= lease_s:
+                # No renewal for a whole lease of the host's monotonic time: its
+                # claim has lapsed (the lease it wrote is past for every clock
+                # that did not step back), so it can no longer write anything: no
                 # point in a graceful stop. The run is claimed again below.
                 logger.warning("worker for {} stopped renewing its lease; killing it",
                                handle.run_id)
                 self._kill_run(handle)
+                hung.append(handle)
             elif handle.phase == Phase.STARTING and row.state == QueueState.RUNNING:
                 handle.change(Phase.RUNNING, now)
+        for handle in hung:
+            self._reclaim(handle)
+
+    def _reclaim(self, handle: WorkerHandle) -> None:
+        """Claim a killed hung worker's run again under a new token, at once.
+
+        Its lease may still look live by the wall clock (frozen, or stepped
+        back), so waiting for claim_next to see it expired could take as long
+        as the step. When the store refuses (the lease looks expired, or
+        someone else took the run), claim_next takes it below, if it can.
+        """
+        if self.stopping:
+            return  # reaped, then given back, as in any drain
+        try:
+            claim = self.store.rotate(handle.run_id, handle.claim.token)
+        except ClaimLost:
+            return
+        self._spawn(claim)
 
     def _renew_pending(self) -> None:
         for run_id, pending in list(self.pending.items()):
@@ -324,7 +349,11 @@ class Host:
 
     def _claim(self) -> None:
         while len(self.workers) + len(self.pending) < self.concurrency:
-            claim = self.store.claim_next(self.runner_id)
+            # Runs with a worker of ours are judged by _stop_hung on the
+            # monotonic clock, not taken back because a wall-clock step made
+            # their lease look expired (that would kill a live worker).
+            keep = tuple(r for r, h in self.workers.items() if h.phase != Phase.KILLED)
+            claim = self.store.claim_next(self.runner_id, keep=keep)
             if claim is None:
                 return
             self._spawn(claim)
@@ -354,7 +383,11 @@ class Host:
                                      project_key=self.project_key, runner_id=self.runner_id,
                                      config_json=self.worker_config, now=now)
         except OSError as exc:  # fork failed (EAGAIN, EMFILE): try again shortly
-            logger.warning("could not start a worker for {}: {}", claim.run_id, exc)
+            # Retried every SPAWN_RETRY_S for each run: said once per errno a minute.
+            held = self.spawn_warnings.due(f"spawn:{exc.errno}")
+            if held is not None:
+                logger.warning("could not start a worker for {}: {}{}", claim.run_id, exc,
+                               held_note(held))
             # An unanswered fork may have started one: by the retry it carries the
             # run's marker (its first act), and is killed before another starts.
             self.pending[claim.run_id] = Pending(claim, now + SPAWN_RETRY_S,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -96,6 +96,14 @@ class WorkerHandle:
     proc: Proc
     since: float  # monotonic time of the last phase change
     phase: Phase = Phase.STARTING
+    # Hung detection runs on the host's monotonic clock, never on the
+    # worker-written wall-clock lease (an NTP step or VM resume moves that):
+    # the lease value last seen in the row, and when it was first seen.
+    lease_seen: int | None = field(init=False)
+    lease_seen_at: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.lease_seen, self.lease_seen_at = self.claim.lease_expires_at, self.since
 
     @property
     def run_id(self) -> str:
@@ -107,6 +115,16 @@ class WorkerHandle:
 
     def poll(self) -> int | None:
         return self.proc.poll()
+
+    def stalled_for(self, lease: int | None, now: float) -> float:
+        """Monotonic seconds since the row's lease last changed (a renewal).
+
+        Any change counts, forward or back: a renewal after a backward step
+        writes a smaller value, and is progress all the same.
+        """
+        if lease != self.lease_seen:
+            self.lease_seen, self.lease_seen_at = lease, now
+        return now - self.lease_seen_at
 
     def change(self, to: Phase, now: float) -> None:
         """The one way a phase changes; ``now`` starts the new phase's clock."""

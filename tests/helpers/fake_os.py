@@ -57,8 +57,11 @@ class FakeOs:
         self.leftovers: list[Any] = []  # what run_processes reports
         self.stale: list[Any] = []  # what stale_writers reports
         self.holders: list[Holder] = []  # what lock_holders reports
+        self.spawn_error: OSError | None = None  # what spawn_worker raises, if anything
 
     def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
+        if self.spawn_error is not None:
+            raise self.spawn_error
         handle = WorkerHandle(claim, FakeProc(self.exit_code), now)
         self.spawned.append(handle)
         return handle

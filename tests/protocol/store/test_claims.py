@@ -42,6 +42,18 @@ def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock
     assert got[0] is not None and got[0].state == "running" and got[0].token != token
 
 
+def test_claim_next_leaves_kept_runs_whose_lease_looks_expired(
+        store: Store, clock: FakeClock[int]) -> None:
+    put_in_state(store, "mine", "running")
+    put_in_state(store, "theirs", "running")
+    store.enqueue_detached("queued", SOURCE, {}, runner_affinity="host")  # the affinity query too
+    clock.advance(LEASE)  # a forward wall-clock step: every lease looks expired
+    got = [store.claim_next("host", keep=("mine",)) for _ in range(3)]
+    assert {c.run_id for c in got if c} == {"theirs", "queued"}  # kept only from expiry
+    claim = store.claim_next("host")
+    assert claim is not None and claim.run_id == "mine"
+
+
 def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock[int]) -> None:
     store.reserve("s-run", SOURCE, {"secret": 1}, "session-1")
     assert store.claim_next("host") is None

@@ -7,16 +7,19 @@ store and the lock are real. No threads, no sleeps, no real processes.
 
 from __future__ import annotations
 
+import errno
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from loguru import logger
+from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.fence import bundle_lock
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim
 from pi_workflows.protocol.wire import WorkerExit
-from pi_workflows.supervisor.host.loop import Host
+from pi_workflows.supervisor.host.loop import SPAWN_RETRY_S, Host
 from pi_workflows.supervisor.procs.lockholders import Holder
 from pi_workflows.supervisor.procs.workers import EDGES, Phase, PhaseError, WorkerHandle
 
@@ -122,7 +125,7 @@ def test_a_boot_error_fails_the_run_without_a_restart(rig: Rig) -> None:
 
 
 def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
-    host, fake_os, _ = rig
+    host, fake_os, mono = rig
     fake_os.exit_code = None  # runs forever and never renews
     enqueue(host.store, "r1")
     host.loop_once()
@@ -130,6 +133,7 @@ def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
     _proc(first).code = None
     assert host.store.get("r1").claim_token == first.claim.token  # type: ignore[union-attr]
     host.clock.advance(host.settings.lease_ms + 1)  # type: ignore[attr-defined]
+    mono.advance(host.settings.lease_ms / 1000)  # a lease of the host's own time
     _proc(first).send_group = lambda sig: _proc(first).signals.append(sig) or True  # type: ignore[method-assign]
     host.loop_once()
     assert signal.SIGKILL in _proc(first).signals
@@ -143,12 +147,13 @@ def test_a_hung_worker_is_killed_and_its_run_claimed_again(rig: Rig) -> None:
 
 
 def test_a_worker_that_keeps_hanging_ends_as_a_crash_loop(rig: Rig) -> None:
-    host, fake_os, _ = rig
+    host, fake_os, mono = rig
     fake_os.exit_code = None  # every worker runs forever and never renews
     enqueue(host.store, "r1")
     host.loop_once()
     for _ in range(3):
         host.clock.advance(host.settings.lease_ms + 1)  # type: ignore[attr-defined]
+        mono.advance(host.settings.lease_ms / 1000)
         host.loop_once()
     row = host.store.get("r1")
     assert row is not None and (row.state, row.error_code) == ("failed", "worker_crash_loop")
@@ -287,3 +292,101 @@ def test_phase_edges_are_checked() -> None:
     assert EDGES[Phase.EXITED] == frozenset()
     assert all(Phase.EXITED in EDGES[p] for p in Phase if p != Phase.EXITED)
     assert Phase.STARTING not in set().union(*EDGES.values())
+
+
+# ---- wall-clock steps: hung detection runs on the host's monotonic clock ----
+
+HOUR_MS = 3_600_000
+
+
+def _wall(host: Host) -> FakeClock[int]:
+    assert isinstance(host.clock, FakeClock)
+    return host.clock  # the store's and the host's wall clock
+
+
+def _renewing_passes(host: Host, mono: FakeClock[float], worker: WorkerHandle,
+                     seconds: int) -> None:
+    """The worker renews every renew_ms (2 s) while the host passes once a second."""
+    for tick in range(seconds):
+        mono.advance(1.0)
+        _wall(host).advance(1_000)
+        if tick % 2:
+            host.store.renew("r1", worker.claim.token)
+        host.loop_once()
+
+
+def test_a_renewing_worker_survives_a_backward_wall_clock_step(rig: Rig) -> None:
+    host, fake_os, mono = rig
+    worker = _one_live_worker(host, fake_os)
+    _renewing_passes(host, mono, worker, 12)
+    _wall(host).advance(-HOUR_MS)  # NTP steps the clock back an hour
+    _renewing_passes(host, mono, worker, 35)  # three and a half leases
+    assert host.workers["r1"] is worker and signal.SIGKILL not in _proc(worker).signals
+    row = host.store.get("r1")
+    assert row is not None and row.claim_token == worker.claim.token
+
+
+def test_a_renewing_worker_is_not_killed_by_a_forward_wall_clock_step(rig: Rig) -> None:
+    host, fake_os, mono = rig
+    worker = _one_live_worker(host, fake_os)
+    _renewing_passes(host, mono, worker, 12)
+    _wall(host).advance(HOUR_MS)  # a VM resumes an hour later
+    for _ in range(9):  # up to its next renewal, and on to just short of a lease
+        mono.advance(1.0)
+        host.loop_once()
+    # Neither killed as hung nor its run taken back by the host's own claim.
+    assert host.workers["r1"] is worker and signal.SIGKILL not in _proc(worker).signals
+    row = host.store.get("r1")
+    assert row is not None and row.claim_token == worker.claim.token
+    # The store itself judges leases by the wall clock: the worker's next renewal
+    # is refused and it exits as one that lost its claim; the host claims the run
+    # again, still without killing anything.
+    with pytest.raises(ClaimLost):
+        host.store.renew("r1", worker.claim.token)
+    _proc(worker).code = WorkerExit.CLAIM_LOST
+    host.loop_once()
+    assert host.workers["r1"] is not worker and signal.SIGKILL not in _proc(worker).signals
+
+
+@pytest.mark.parametrize("step_ms", [0, -HOUR_MS, HOUR_MS], ids=["frozen", "back", "forward"])
+def test_a_worker_that_stops_renewing_is_killed_after_a_lease_of_monotonic_time(
+        rig: Rig, step_ms: int) -> None:
+    host, fake_os, mono = rig
+    worker = _one_live_worker(host, fake_os)
+    _renewing_passes(host, mono, worker, 6)
+    _wall(host).advance(step_ms)  # the wall clock steps (or stands still) from here on
+    mono.advance(9.9)  # just short of a lease with no renewal
+    host.loop_once()
+    assert host.workers["r1"] is worker and not _proc(worker).signals
+    mono.advance(0.2)
+    host.loop_once()
+    assert set(_proc(worker).signals) == {signal.SIGKILL}
+    second = host.workers["r1"]  # claimed again at once, under a new token
+    row = host.store.get("r1")
+    assert second is not worker and row is not None
+    assert row.claim_token == second.claim.token != worker.claim.token
+
+
+# ---- spawn failures: said once per errno a minute --------------------------
+
+def test_repeated_spawn_failures_are_logged_once_a_minute_with_the_held_count(
+        rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.spawn_error = OSError(errno.EMFILE, "Too many open files")
+    lines: list[str] = []
+    sink = logger.add(lines.append, format="{message}", level="WARNING")
+    try:
+        enqueue(host.store, "r1")
+        for _ in range(30):  # a retry every SPAWN_RETRY_S for half a minute
+            host.loop_once()
+            mono.advance(SPAWN_RETRY_S)
+        said = [line for line in lines if "could not start a worker" in line]
+        assert len(said) == 1 and "Too many open files" in said[0]
+        assert "more like it" not in said[0]
+        mono.advance(31)  # past the minute: said again, with the count held back
+        host.loop_once()
+        said = [line for line in lines if "could not start a worker" in line]
+        assert len(said) == 2 and "(29 more like it in the last minute)" in said[1]
+    finally:
+        logger.remove(sink)
+    assert not fake_os.spawned and "r1" in host.pending
