@@ -28,10 +28,24 @@ To report progress on the way, call it with:
 If a submission is rejected, read the reason, fix the result and submit again."""
 
 
+RETRY_NOTE = """
+This is a retry: attempt {interrupted} of this step was interrupted before it finished
+(its result, if any, was not recorded). Only attempt {attempt} counts now: do the step
+again from its start and submit with attempt "{attempt}"; a submission for
+{interrupted} is refused."""
+
+
 def with_contract(prompt: str, expected_output: Mapping[str, Any] | None, *,
-                  workflow: str | None = None, step: str = "", attempt: str = "") -> str:
-    """The node's prompt plus the step contract (docs/agents.md shows the format)."""
+                  workflow: str | None = None, step: str = "", attempt: str = "",
+                  interrupted: str | None = None) -> str:
+    """The node's prompt plus the step contract (docs/agents.md shows the format).
+
+    ``interrupted``: the attempt this one redoes. The conversation may still
+    hold that attempt's prompt, so the model is told plainly which one counts.
+    """
     text = prompt + STEP_CONTRACT.format(workflow=workflow or "?", step=step, attempt=attempt)
+    if interrupted is not None and interrupted != attempt:
+        text += RETRY_NOTE.format(interrupted=interrupted, attempt=attempt)
     if expected_output:
         text += "\nThe output must match this JSON schema:\n" + json.dumps(
             expected_output, sort_keys=True)

@@ -256,12 +256,13 @@ class Engine:
         output = self.state["outputs"].get(last) if last else None
         self._end(pending["type"], pending.get("error"), output)
 
-    def _context(self, node_id: str, attempt: str, stop: threading.Event) -> NodeContext:
+    def _context(self, node_id: str, attempt: str, stop: threading.Event, *,
+                 interrupted: str | None = None) -> NodeContext:
         return NodeContext(
             run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
             outputs=MappingProxyType(dict(self.state["outputs"])),
             results=MappingProxyType(dict(self.state["results"])), cancel=stop,
-            project_dir=self.project_dir)
+            project_dir=self.project_dir, interrupted_attempt=interrupted)
 
     def _step(self, node_id: str) -> None:
         wf = self.workflow
@@ -270,7 +271,8 @@ class Engine:
             self._end("run_failed", _error("node_missing",
                                            f"node {node_id!r} is not in the workflow definition"))
             return
-        rerun = self.state.get("currentAttempt") is not None
+        interrupted = self.state.get("currentAttempt")
+        rerun = interrupted is not None
         steps = int(self.state["steps"])
         if not rerun:
             if steps >= wf.max_steps:
@@ -286,7 +288,8 @@ class Engine:
         if self.on_node is not None:
             self.on_node(node_id)
         stop = threading.Event()
-        ctx = self._context(node_id, attempt, stop)
+        ctx = self._context(node_id, attempt, stop,
+                            interrupted=str(interrupted) if interrupted is not None else None)
         if isinstance(node, CheckpointNode):
             if self.state.get("answeredNode") == node_id:
                 answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))

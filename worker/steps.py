@@ -167,7 +167,8 @@ def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
     except Exception as exc:
         return error_outcome(exc)
     contract = with_contract(prompt, node.expected_output, workflow=host.workflow_name,
-                             step=node.id, attempt=ctx.attempt_id)
+                             step=node.id, attempt=ctx.attempt_id,
+                             interrupted=ctx.interrupted_attempt)
     request = AgentRequest(ctx.run_id, node.id, ctx.attempt_id, contract, node.expected_output,
                            timeout_s)
     hooks = _Hooks(host, node, ctx)

@@ -71,6 +71,9 @@ class NodeContext:
     results: Mapping[str, dict[str, Any]]
     cancel: threading.Event
     project_dir: Path
+    # The attempt of this node that was interrupted (a crash, a park) and is
+    # being redone by this one; None for a first attempt.
+    interrupted_attempt: str | None = None
 
     def cancelled(self) -> bool:
         """True once the node should stop (cancel, park or timeout)."""

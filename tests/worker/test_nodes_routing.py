@@ -11,7 +11,14 @@ from pi_workflows.worker.agent import ScriptedExecutor
 from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine
 
-from tests.helpers.engine import GATES, Harness, assert_well_formed, types_of
+from tests.helpers.engine import (
+    GATES,
+    Crash,
+    Harness,
+    assert_well_formed,
+    crash_on,
+    types_of,
+)
 from tests.helpers.processes import alive
 from tests.helpers.waiting import wait_for
 
@@ -479,3 +486,26 @@ def test_an_agent_that_never_submits_fails_the_node(h: Harness) -> None:
     run_id = h.launch("writer", {"topic": "x"})
     out = h.execute(run_id, agent=ScriptedExecutor({"write": [{"title": 1}]}))
     assert (out.outcome, out.error_code) == ("failed", "agent_no_submission")
+
+
+def test_a_rerun_agent_step_tells_the_model_which_attempt_counts(h: Harness) -> None:
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "x"})
+
+    first = ScriptedExecutor({"write": [{"title": "First"}]})
+    with pytest.raises(Crash):  # the worker dies before the accepted result is recorded
+        h.execute(run_id, agent=first,
+                  engine_hook=lambda e: crash_on(e, "node_finished", node_id="write"))
+    (_, old_prompt), = first.prompts
+    old = h.state(run_id)["currentAttempt"]
+    assert "This is a retry" not in old_prompt  # a first attempt has no note
+    again = ScriptedExecutor({"write": [{"title": "Done"}]})
+    assert h.after_crash(run_id, agent=again).outcome == "completed"
+    (_, prompt), = again.prompts
+    started = [e for e in assert_well_formed(h.bundle(run_id)) if e["type"] == "node_started"]
+    assert [e["payload"]["rerun"] for e in started] == [False, True]
+    assert started[0]["attemptId"] == old
+    new = started[1]["attemptId"]
+    assert new != old
+    assert f"attempt {old} of this step was interrupted" in prompt
+    assert f'Only attempt {new} counts now' in prompt and f'attempt "{new}"' in prompt
