@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.errors import UnsafeDirectory, UsageError
 from pi_workflows.protocol.paths import ensure_private_dir
-from pi_workflows.protocol.wakeup import poke, short_dir
+from pi_workflows.protocol.wakeup import address, poke, short_dir
 from pi_workflows.supervisor.host.listener import Listener
 
 pytestmark = pytest.mark.timeout(30)
@@ -109,6 +109,45 @@ def _received(sock: socket.socket) -> int:
             sock.recv(64)
             count += 1
     return count
+
+
+@needs_root
+@pytest.mark.parametrize("owner", ["directory", "socket"])
+def test_no_poke_goes_to_a_socket_another_user_owns(short_tmp: Path, tmp_path: Path,
+                                                    owner: str) -> None:
+    deep = tmp_path / ("d" * 120)  # too long for a socket: the fallback directory
+    target = address(deep)
+    assert target is not None and Path(target).parent == short_dir()
+    short_dir().mkdir(mode=0o700)
+    sock = _bind(target)
+    try:
+        # The other user took the fallback name first (or bound the socket in it).
+        if owner == "directory":
+            os.chown(short_dir(), OTHER_UID, OTHER_UID)
+        os.chown(target, OTHER_UID, OTHER_UID)
+        assert not poke(deep)
+        assert _received(sock) == 0
+        if owner == "directory":
+            with pytest.raises(UnsafeDirectory, match="owned by another user"):
+                Listener(deep)  # and the host does not listen there either
+    finally:
+        sock.close()
+
+
+def test_no_poke_goes_into_a_directory_others_may_enter(short_tmp: Path,
+                                                        tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 120)
+    target = address(deep)
+    assert target is not None
+    short_dir().mkdir(mode=0o700)
+    sock = _bind(target)
+    try:
+        os.chmod(short_dir(), 0o777)
+        assert not poke(deep) and _received(sock) == 0
+        os.chmod(short_dir(), 0o700)
+        assert poke(deep) and _received(sock) == 1
+    finally:
+        sock.close()
 
 
 def test_our_own_fallback_directory_still_gets_the_poke(short_tmp: Path,
