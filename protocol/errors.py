@@ -45,6 +45,28 @@ class UsageError(PiWorkflowsError):
     exit_code = ExitCode.USAGE
 
 
+class UnsafeDirectory(UsageError, OSError):
+    """A private directory not safe to use: a symbolic link, another user's, not a directory.
+
+    Also an ``OSError``, so the callers that already treat a directory they
+    cannot use as an I/O failure keep doing so (the host's wakeup listener
+    falls back to polling); the command line shows it as a one-line usage error.
+    """
+
+    code = "unsafe_directory"
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"refusing {path}: {why}")
+        self.filename = path  # what an OSError handler names
+
+    def __str__(self) -> str:
+        return self.message  # not OSError's "[Errno None] None: path"
+
+
+class NotADirectory(UnsafeDirectory, NotADirectoryError):
+    """The not-a-directory refusal, still a ``NotADirectoryError`` for the bundle's callers."""
+
+
 class LimitError(UsageError):
     """A value broke one of the documented limits (ids, sizes)."""
 

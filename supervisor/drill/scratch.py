@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import IO, Any
 
 from ...protocol.errors import UsageError
-from ...protocol.paths import Paths, resolve_paths
+from ...protocol.paths import Paths, ensure_private_dir, resolve_paths
 from ...protocol.spawn import DEVNULL, Popen, spawn
 
 MARKER = ".pi-workflows-drill"
@@ -44,8 +44,9 @@ KEPT = ("PI_WORKFLOWS_PI_BIN",)
 
 
 def _private_dir(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    # The rule of every private directory: never a link, never another user's,
+    # and no chmod through one (a --project in a shared place could be either).
+    ensure_private_dir(path)
 
 
 def write_private(path: Path, text: str) -> None:

@@ -44,6 +44,18 @@ def test_someone_elses_files_are_refused_and_a_former_drills_are_emptied(
     assert sorted(p.name for p in old.iterdir()) == [MARKER]
 
 
+@pytest.mark.timeout(30)
+def test_a_project_that_is_a_link_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o755)
+    target.chmod(0o755)
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with pytest.raises(UsageError, match="symbolic link"):
+        claim_directory(link, 1)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755 and not any(target.iterdir())
+
+
 def test_the_seed_fixes_the_faults_it_asks_for() -> None:
     one, two = random.Random(42), random.Random(42)
     assert [plan(one, agents=True) for _ in range(20)] == \
