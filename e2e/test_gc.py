@@ -8,6 +8,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -211,8 +212,11 @@ def _quick_runs(project: Project, count: int) -> list[str]:
 def test_gc_killed_mid_way_is_finished_by_the_next_one(project: Project, point: str) -> None:
     runs = _quick_runs(project, 3)
     env = {**project.env, "PI_WORKFLOWS_GC_PAUSE": point}
-    proc = subprocess.Popen([sys.executable, "-m", "pi_workflows", "gc", "--older-than", "0s",
-                             "--project", str(project.root)], env=env, text=True,
+    # A zero --older-than is refused; a clock a minute ahead makes the new runs old enough.
+    later = str(int(time.time() * 1000) + 60_000)
+    proc = subprocess.Popen([sys.executable, "-m", "pi_workflows", "gc", "--older-than", "1s",
+                             "--now-ms", later, "--project", str(project.root)], env=env,
+                            text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         assert proc.stderr is not None
@@ -232,7 +236,7 @@ def test_gc_killed_mid_way_is_finished_by_the_next_one(project: Project, point: 
     assert "no run" in status.stderr or "has no queue row" in status.stderr
     assert project.cli("watch", first, check=False).returncode == 2
     assert all(project.cli("status", r).returncode == 0 for r in rest)
-    report = _gc(project, "--older-than", "0s")
+    report = _gc(project, "--older-than", "1s", now=int(later))
     assert report["finished"] == ([first] if point == "deleted" else [])
     assert sorted(r["runId"] for r in report["removed"]) == sorted(rest)
     assert _listed(project) == set()
