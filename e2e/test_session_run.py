@@ -102,3 +102,44 @@ def test_a_running_host_takes_over_a_dead_terminals_run_without_waiting_for_the_
         reasons = [e.payload.get("reason") for e in store.events_since(0, run_id=run_id)
                    if e.type == "claim_taken_over"]
     assert reasons == ["runner_dead"]  # by proof, long before the 600 s lease
+
+
+SLOW_SHELL = """
+from pi_workflows import define_workflow, shell
+
+workflow = define_workflow(
+    start_at="deploy",
+    nodes=[shell("deploy", "echo started >> deploy.started; sleep 60")],
+)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_second_ctrl_c_says_the_step_was_cut_short_and_what_fork_will_do(
+        project: Project) -> None:
+    project.write_workflow("slow", SLOW_SHELL)
+    log = project.root / "terminal.txt"
+    with open(log, "w") as terminal:
+        proc = subprocess.Popen([sys.executable, "-m", "pi_workflows", "run", "slow",
+                                 "--project", str(project.root)], env=project.env,
+                                stdout=terminal, stderr=subprocess.STDOUT, text=True)
+        try:
+            wait_for(lambda: len(project.lines("deploy.started")) == 1,
+                     what="the shell step running")
+            proc.send_signal(signal.SIGINT)  # the step may finish first: it sleeps a minute
+            # Two signals sent at once arrive as one: the second waits for the first's word.
+            wait_for(lambda: "Ctrl-C again" in log.read_text(), what="the first Ctrl-C's word")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(60) == 4, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    out = log.read_text()
+    run_id = json.loads(project.cli("list", "--json").stdout)["runs"][0]["runId"]
+    assert "Ctrl-C again stops at once: a shell or action step cut short is then not run" \
+           " again by itself" in out
+    assert (f"stopped at once: step deploy was cut short, so its effect is indeterminate"
+            f" and the run will not repeat it by itself; once the run has ended,"
+            f" `pi-workflows fork {run_id} --from deploy` runs it again") in out
+    assert project.row(run_id).state == "parked"

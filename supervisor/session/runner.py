@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
-from ...protocol.bundle import Bundle
+from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
@@ -121,17 +121,22 @@ class SessionRunner:
     def _follow(self, worker: WorkerHandle, follower: TraceFollower) -> int:
         """Show the trace until the worker exits; a stop signal asks it to park."""
         asked: float | None = None
+        killed = False
         while (code := worker.poll()) is None:
             self._show(follower)
             now = time.monotonic()
             if self.stops and asked is None:
-                self.echo("parking the run (a host resumes it); press Ctrl-C again to stop"
-                          " at once")
+                self.echo("parking the run (a host resumes it); a step in progress may"
+                          " finish first. Ctrl-C again stops at once: a shell or action"
+                          " step cut short is then not run again by itself")
                 worker.terminate(now)
                 asked = now
             elif asked is not None and (
                     len(self.stops) > 1
                     or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
+                if not killed and len(self.stops) > 1:
+                    self.echo(cut_short(follower.bundle))
+                killed = True
                 worker.kill(now)
             time.sleep(POLL_S)
         return int(code)
@@ -197,3 +202,23 @@ def run_attached(store: Store, settings: SettingsLike, paths: Paths, prepared: P
         claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
                                        runner.runner_id)
         return runner.drive(claim)
+
+
+def cut_short(bundle: Bundle) -> str:
+    """What a second Ctrl-C did to the step in progress, and what comes of it."""
+    try:
+        node = bundle.raw_state().get("currentNode")
+        nodes = {n.get("id"): n for n in bundle.snapshot().get("nodes", [])}
+    except BundleCorrupt:
+        node, nodes = None, {}
+    run = bundle.run_id
+    if not isinstance(node, str):
+        return "stopped at once; the run is parked where it was"
+    spec = nodes.get(node) or {}
+    if spec.get("kind") in ("shell", "action") and not spec.get("idempotent"):
+        # Its effect was started and may or may not have happened: a resume
+        # reports it indeterminate rather than repeat it.
+        return (f"stopped at once: step {node} was cut short, so its effect is indeterminate"
+                " and the run will not repeat it by itself; once the run has ended,"
+                f" `pi-workflows fork {run} --from {node}` runs it again")
+    return f"stopped at once: step {node} was cut short; it runs again when the run resumes"
