@@ -71,7 +71,11 @@ def host_command(
     prints the pid and log of the host it started (exit 2 if one already
     runs); --stop drains the running one (exit 0, also when none runs).
 
+    --status shows the running host; --logs [--follow] prints its log.
+
     Example: pi-workflows host --background --concurrency 4
+
+    Example: pi-workflows host --status --json
     """
     pi_args = _pi_args(ctx)
     settings, paths = project_context(project)
