@@ -37,6 +37,10 @@ def read_config(path: Path, known: Iterable[str]) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"the config file {path} is not valid TOML: {exc}",
                          code="config_invalid") from None
+    except ValueError:
+        # tomllib converts an integer with int(), which refuses over 4300 digits.
+        raise UsageError(f"the config file {path} holds a number too long to read",
+                         code="config_invalid") from None
     names = sorted(known)
     for key in data:
         if key not in names:

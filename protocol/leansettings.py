@@ -35,6 +35,7 @@ from .settingspec import (
 
 _INT = re.compile(r"-?(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
+_LONGEST = 40  # digits and signs in a plain number the lean reader converts
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
 _NONE = type(None)
 
@@ -64,11 +65,14 @@ def _from_env(field: Setting, text: str) -> Any:
             return False
         raise Declined
     if kind is int:
-        if not _INT.fullmatch(text):
+        # int() refuses a text of over 4300 digits with a ValueError; every
+        # integer setting is bounded far below 10**18, so a long one is out
+        # of bounds anyway and pydantic words the refusal.
+        if len(text) > _LONGEST or not _INT.fullmatch(text):
             raise Declined
         return int(text)
     if kind is float:
-        if not _FLOAT.fullmatch(text):
+        if len(text) > _LONGEST or not _FLOAT.fullmatch(text):
             raise Declined
         return float(text)
     if kind is str:

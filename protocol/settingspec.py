@@ -32,12 +32,23 @@ class Bounds:
         self.ge, self.gt, self.le = ge, gt, le
 
     def holds(self, value: float) -> bool:
+        # NaN compares false with everything, so it would pass every bound.
+        if value != value:
+            return False
         return not ((self.ge is not None and value < self.ge)
                     or (self.gt is not None and value <= self.gt)
                     or (self.le is not None and value > self.le))
 
 
 NO_BOUNDS = Bounds()
+
+# Every number setting has a lower and an upper bound: a value past them
+# (a 2**70 lease, a 1e400 poll interval, which is inf) would pass the types
+# and then break the host (sqlite integer overflow, ``time.sleep(inf)``).
+# The upper bounds are far above any sensible value; they only keep the
+# values in the range the code can handle.
+DAY_MS = 86_400_000
+HOUR_S = 3600.0
 
 # Annotations are evaluated when the class is made (no ``from __future__``),
 # so the readers get the types themselves, not their text.
@@ -58,21 +69,21 @@ class SettingsLike(Protocol):
     project_workflows_dir: Path | None = None
     global_workflows_dir: Path | None = None
 
-    lease_ms: Annotated[int, Bounds(ge=100)] = 30_000
-    renew_ms: Annotated[int, Bounds(ge=20)] = 10_000
-    busy_timeout_ms: Annotated[int, Bounds(ge=0)] = 5_000
+    lease_ms: Annotated[int, Bounds(ge=100, le=DAY_MS)] = 30_000
+    renew_ms: Annotated[int, Bounds(ge=20, le=DAY_MS // 2)] = 10_000
+    busy_timeout_ms: Annotated[int, Bounds(ge=0, le=600_000)] = 5_000
     sqlite_synchronous: SyncMode = "NORMAL"
     fsync: FsyncPolicy = "node"
     log_level: str = "INFO"
 
     # The host (docs/host.md).
     concurrency: Annotated[int | None, Bounds(ge=1, le=256)] = None
-    drain_grace_s: Annotated[float, Bounds(ge=0)] = 10.0
-    crash_limit: Annotated[int, Bounds(ge=1)] = 3
-    crash_window_s: Annotated[float, Bounds(gt=0)] = 600.0
-    restart_backoff_s: Annotated[float, Bounds(ge=0)] = 0.5
-    poll_interval_s: Annotated[float, Bounds(gt=0)] = 1.0
-    hung_kill_after_s: Annotated[float, Bounds(ge=0)] = 5.0
+    drain_grace_s: Annotated[float, Bounds(ge=0, le=HOUR_S)] = 10.0
+    crash_limit: Annotated[int, Bounds(ge=1, le=100)] = 3
+    crash_window_s: Annotated[float, Bounds(gt=0, le=24 * HOUR_S)] = 600.0
+    restart_backoff_s: Annotated[float, Bounds(ge=0, le=HOUR_S)] = 0.5
+    poll_interval_s: Annotated[float, Bounds(gt=0, le=60)] = 1.0
+    hung_kill_after_s: Annotated[float, Bounds(ge=0, le=HOUR_S)] = 5.0
     zygote: bool = True  # fork workers from a booted zygote; false: cold spawns
     standby: bool = True  # the old name: false turns the zygote off too
     zygote_spare: bool = True  # the zygote keeps one worker forked ahead, booted

@@ -38,6 +38,7 @@ SUFFIX = ".workflow.py"
 # How long importing one workflow file may take (a file that loops or waits at
 # import must not hang `run`, `workflows` or a worker); PI_WORKFLOWS_LOAD_TIMEOUT_S.
 LOAD_TIMEOUT_S = 10.0
+MAX_LOAD_TIMEOUT_S = 3600.0
 
 
 def load_timeout() -> float:
@@ -46,7 +47,8 @@ def load_timeout() -> float:
         value = float(os.environ.get("PI_WORKFLOWS_LOAD_TIMEOUT_S", LOAD_TIMEOUT_S))
     except ValueError:
         return LOAD_TIMEOUT_S
-    return value if value > 0 else LOAD_TIMEOUT_S
+    # NaN, inf and huge values would break the interval timer: the default instead.
+    return value if 0 < value <= MAX_LOAD_TIMEOUT_S else LOAD_TIMEOUT_S
 PROJECT_SUBDIR = Path(".pi") / "workflows"
 Scope = Literal["project", "global"]
 _counter = itertools.count(1)

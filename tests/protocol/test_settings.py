@@ -141,9 +141,9 @@ def test_an_unknown_config_key_names_the_file_and_suggests_the_key(
 
 @pytest.mark.parametrize(("text", "expected"), [
     ('lease_ms = "soon"', "invalid setting lease_ms in the config file {path}: expected an"
-                          " integer >= 100: Input should be a valid integer"),
+                          " integer >= 100 and <= 86400000: Input should be a valid integer"),
     ("lease_ms = 5", "invalid setting lease_ms in the config file {path}: expected an integer"
-                     " >= 100: Input should be greater than or equal to 100"),
+                     " >= 100 and <= 86400000: Input should be greater than or equal to 100"),
     ('fsync = "sometimes"', "invalid setting fsync in the config file {path}: expected one of"
                             " always, node, never"),
     ("concurrency = 0", "invalid setting concurrency in the config file {path}: expected an"
