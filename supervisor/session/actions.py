@@ -26,7 +26,7 @@ from ...protocol.wakeup import poke
 from ..views.runref import existing_row, project_store, resolve_run
 from . import cancel
 from .launch import Prepared, prepare_continuation, prepare_run
-from .runinput import json_input
+from .runinput import json_input, require_utf8
 from .sync import host_running
 
 
@@ -123,7 +123,7 @@ def answer_value(text: list[str] | None, input_json: str | None, input_file: str
     if not given:
         if not text:
             raise UsageError("give the answer as words, --input-json or --input-file")
-        value = " ".join(text)
+        value = require_utf8(" ".join(text), "the answer")
     return value
 
 

@@ -51,14 +51,29 @@ def _parse_json(text: str, where: str) -> Any:
                          code="input_invalid") from None
 
 
+def require_utf8(value: Any, where: str) -> Any:
+    """``value``, if all its text can be written as UTF-8; else a usage error.
+
+    Words given in bytes that are not UTF-8 reach Python as lone surrogates
+    (``\\udcff``), and so does a JSON escape such as ``"\\ud800"``; the store and
+    the bundle write UTF-8, so they are refused here, without the text.
+    """
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{where} is not UTF-8 text", code="input_invalid") from None
+    return value
+
+
 def json_input(input_json: str | None, input_file: str | None) -> tuple[bool, Any]:
     """(given, value) of --input-json / --input-file; both at once is a usage error."""
     if input_json is not None and input_file is not None:
         raise UsageError("give either --input-json or --input-file, not both")
     if input_json is not None:
-        return True, _parse_json(input_json, "--input-json")
+        return True, require_utf8(_parse_json(input_json, "--input-json"), "--input-json")
     if input_file is not None:
-        return True, _parse_json(_read_file(input_file), f"--input-file {input_file}")
+        where = f"--input-file {input_file}"
+        return True, require_utf8(_parse_json(_read_file(input_file), where), where)
     return False, None
 
 
@@ -70,4 +85,4 @@ def parse_input(task: list[str] | None, input_json: str | None,
         if task:
             raise UsageError("give either TASK words or --input-json/--input-file, not both")
         return value
-    return {"task": " ".join(task)} if task else {}
+    return {"task": require_utf8(" ".join(task), "the task")} if task else {}
