@@ -136,11 +136,14 @@ def _status(call: _Call) -> int:
 
 
 def _list(call: _Call) -> int:
+    from ...protocol.limits import MAX_QUERY_COUNT
+
     values = call.values
     limit_text = values.get("--limit")
     if limit_text is not None and not (limit_text.isascii() and limit_text.isdigit()
-                                       and limit_text[0] != "0"):
-        raise _Declined  # click words the refusal
+                                       and limit_text[0] != "0" and len(limit_text) <= 19
+                                       and int(limit_text) <= MAX_QUERY_COUNT):
+        raise _Declined  # click words the refusal (0, words, past what SQLite holds)
     from ..views.reports import list_data
 
     settings, paths = _settings_and_paths(values)

@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
+from ....protocol.limits import MAX_QUERY_COUNT
 from ...views.listing import STATE_WORDS, listing_lines
 from ...views.reports import list_data, status_data
 from ...views.status import chain_lines, status_line
@@ -80,7 +81,7 @@ def list_command(
         "--since", metavar="DURATION", show_default=False,
         help="Only runs started within this long, such as 30m, 2h or 7d.")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", metavar="N", min=1, show_default=False,
+        "--limit", metavar="N", min=1, max=MAX_QUERY_COUNT, show_default=False,
         help="At most N runs (the newest).")] = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
