@@ -14,11 +14,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...protocol.bundle import Bundle
-from ...protocol.errors import ExitCode
+from ...protocol.errors import ExitCode, NotADirectory
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code, seen_status
 from ...protocol.store import Store
 from .follower import TraceFollower, ended_without_bundle
 from .runview import RunView, as_view
+
+
+def _directories(runs_dir: Path, bundle: Bundle) -> None:
+    """Refuse a runs directory or a bundle path that is a file (or anything else).
+
+    A missing one is fine (the run has not started yet); one that exists and
+    is not a directory can never be followed, and reading inside it would
+    fail with ``NotADirectoryError`` at every poll.
+    """
+    for path, what in ((runs_dir, "the runs path"), (bundle.dir, "the run's bundle path")):
+        if path.exists() and not path.is_dir():
+            raise NotADirectory(str(path), f"{what} is not a directory")
 
 
 def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None] | None = None,
@@ -28,6 +40,7 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
     follower = TraceFollower(Bundle(runs_dir, run_id))
     said: str | None = None
     while True:
+        _directories(runs_dir, follower.bundle)
         shown.show(follower)
         row = store.get(run_id)
         if row is None:

@@ -91,3 +91,23 @@ def test_a_list_limit_past_what_sqlite_holds_is_a_usage_error(h: Harness) -> Non
             assert out.stderr.startswith("pi-workflows: error: Invalid value for '--limit': ")
     assert run_cli("list", "--limit", str(2**63 - 1), "--json", env=_env(h),
                    cwd=h.project).returncode == 0
+
+
+def test_watch_refuses_a_bundle_or_runs_directory_that_is_a_file(h: Harness) -> None:
+    run = _waiting(h)
+    bundle = h.runs / run
+    saved = h.root / "saved-bundle"
+    bundle.rename(saved)
+    bundle.write_text("not a bundle\n")
+    for json_flag in (["--json"], []):
+        out = run_cli("watch", run, *json_flag, env=_env(h), cwd=h.project)
+        assert (out.returncode, out.stderr) == (
+            2, f"pi-workflows: error: refusing {bundle}: the run's bundle path is not a"
+               " directory\n")
+    bundle.unlink()
+    saved.rename(bundle)
+    h.runs.rename(h.root / "saved-runs")
+    h.runs.write_text("not a directory\n")
+    out = run_cli("watch", run, env=_env(h), cwd=h.project)
+    assert (out.returncode, out.stderr) == (
+        2, f"pi-workflows: error: refusing {h.runs}: the runs path is not a directory\n")
