@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..protocol.bundle import Bundle
+from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.bundlewriter import BundleWriter
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
@@ -43,7 +43,7 @@ from ..protocol.wire import (
 from ..protocol.workerconfig import WorkerConfig
 from .control import Control
 from .engine import PARKED, Engine
-from .runner import execute_claim
+from .runner import execute_claim, fail_unwritable
 from .stream import OutputStreams
 
 if TYPE_CHECKING:  # Pi support is imported with the first agent run, not at boot
@@ -356,6 +356,17 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
                                engine_hook=on_engine)
     except ClaimLost:
         return WorkerExit.CLAIM_LOST
+    except BundleCorrupt as exc:
+        # The bundle cannot be written (raised before the engine runs, by the
+        # processes record): the run fails now, in the queue, and the worker
+        # exits as finished: no restart, no crash budget spent.
+        sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
+        try:
+            fail_unwritable(store, claim, exc)
+        except PiWorkflowsError as failed:  # the claim went meanwhile: its owner decides
+            sys.stderr.write(f"pi-workflows worker {args.run}: {failed.code}\n")
+            return WorkerExit.CLAIM_LOST
+        return WorkerExit.FINISHED
     except PiWorkflowsError as exc:
         # Expected trouble (a busy store for a whole lease, a locked bundle):
         # one line, and an exit the host restarts the run after.

@@ -75,6 +75,16 @@ def _fail(store: Store, claim: Claim, code: str, message: str) -> RunOutcome:
     return RunOutcome(claim.run_id, RunStatus.FAILED, code)
 
 
+def fail_unwritable(store: Store, claim: Claim, exc: BundleCorrupt) -> RunOutcome:
+    """Fail a run whose bundle cannot be written at all (its path a file, its lock a
+    directory): the queue's failure record is then the only one, and the truth.
+
+    Not a crash: a new worker would meet the same bundle, so the run ends at
+    the first try instead of after the host's whole crash budget.
+    """
+    return _fail(store, claim, exc.code, exc.message)
+
+
 def _load(store: Store, claim: Claim, writer: BundleWriter,
           row: QueueRow) -> LoadedWorkflow | RunOutcome:
     """The run's workflow, or the failed outcome when it no longer loads."""
