@@ -39,7 +39,7 @@ from ..protocol.states import END_EVENT, SETTLED_STATUSES, Outcome, QueueState, 
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
-from .nodes import STOP_GRACE_S, NodeOutcome, Watch
+from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
 from .steps import run_step
 from .stream import OutputStreams
 
@@ -317,9 +317,7 @@ class Engine:
             summary = resolve_value(node.summary, ctx)
             output = {"summary": None if summary is None else str(summary)}
         except Exception as exc:
-            self._settle(node.id, ctx.attempt_id, NodeOutcome(
-                Outcome.FAILED, error_code="node_error",
-                error=safe_error_message(f"{type(exc).__name__}: {exc}")))
+            self._settle(node.id, ctx.attempt_id, error_outcome(exc))
             return
         self._transition("run_waiting", {"waitingNode": node.id, "output": output},
                          {"status": RunStatus.WAITING, "waitingNode": node.id,
@@ -365,6 +363,8 @@ class Engine:
         payload: dict[str, Any] = {"result": record, "next": nxt}
         if ok or output is not None:  # a failed shell step's output is evidence for `logs`
             payload["output"] = output
+        if outcome.traceback is not None and not ok:
+            payload["traceback"] = outcome.traceback
         self._transition(event, payload, {
             "currentNode": nxt, "currentAttempt": None,
             "lastNode": node_id, "pendingEnd": pending, "answeredNode": None},

@@ -3,7 +3,7 @@
 Owns timeouts that hold even for a callable that ignores cancellation (it is
 abandoned after a grace period), stopping on park or cancel, and the shell
 node's subprocess with bounded output. Knows nothing about bundles or the
-store. Imports ``protocol`` and ``worker.control``.
+store. Imports ``protocol``, ``worker.control`` and ``worker.tracebacks``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..protocol.limits import safe_error_message
 from ..protocol.spawn import DEVNULL, PIPE, TimeoutExpired, signal_group, spawn
 from ..protocol.states import Outcome
 from .control import Control
+from .tracebacks import traceback_record
 
 if TYPE_CHECKING:
     from .stream import OutputStream
@@ -37,6 +38,9 @@ class NodeOutcome:
     error_code: str | None = None
     error: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # Where the exception was raised (``worker.tracebacks``): for the bundle
+    # only, never routed on or copied into the queue's error.
+    traceback: dict[str, Any] | None = None
 
     def record(self) -> dict[str, Any]:
         """The result record routed on with ``$result.``."""
@@ -45,9 +49,11 @@ class NodeOutcome:
 
 
 def error_outcome(exc: BaseException, code: str = "node_error") -> NodeOutcome:
-    # Only the exception type and its message: never a traceback or locals.
+    # The error is the exception's type and redacted message; its frames (no
+    # locals) go to the bundle apart, for `logs` and `status --debug`.
     return NodeOutcome(Outcome.FAILED, error_code=code,
-                       error=safe_error_message(f"{type(exc).__name__}: {exc}"))
+                       error=safe_error_message(f"{type(exc).__name__}: {exc}"),
+                       traceback=traceback_record(exc))
 
 
 class Watch:

@@ -2,8 +2,10 @@
 
 Owns the ``status --json`` shape, a run's chain (a waiting run, the
 continuation that answered it, and so on: one logical run) and the one
-human line per run. Works before a bundle exists (a queued launch) and
-never shows private input. Imports ``protocol`` and ``supervisor.views.timefmt``.
+human line per run, and with ``--debug`` the recorded traceback of its last
+failed step. Works before a bundle exists (a queued launch) and never
+shows private input. Imports ``protocol``, ``supervisor.views.timefmt`` and
+(lazily, for ``--debug``) ``supervisor.views.steplogs``.
 """
 
 from __future__ import annotations
@@ -143,3 +145,19 @@ def status_with_chain(store: Store, row: QueueRow, runs_dir: Path) -> dict[str, 
                       "queueState": m["queueState"], "runStatus": m["runStatus"],
                       "state": shown_state(m)} for m in members]
     return this
+
+
+def failure_lines(runs_dir: Path, run_id: str) -> list[str]:
+    """``status RUN --debug``: where the run's last failed step raised, from its bundle."""
+    # Imported here: the step logs need dataclasses, which `status --json` never loads.
+    from .steplogs import last_failure, traceback_lines
+
+    bundle = Bundle(runs_dir, run_id)
+    try:
+        step = last_failure(bundle) if bundle.exists() else None
+    except (BundleCorrupt, OSError):
+        return []
+    if step is None:
+        return []
+    return [f"{step.node_id} (step {step.step}, attempt {step.attempt_id}) raised:",
+            *traceback_lines(step.traceback)]

@@ -36,6 +36,7 @@ class StepLog:
     streamed: list[tuple[str, str]] = field(default_factory=list)  # (stream, text)
     stream_cut: bool = False  # the live copy hit its cap
     agent: list[str] = field(default_factory=list)
+    traceback: dict[str, Any] | None = None  # where a failed step's exception was raised
 
     @property
     def over(self) -> bool:
@@ -53,7 +54,7 @@ class StepLog:
             "stdout": out.get("stdout") if shell else self.stream_text("stdout"),
             "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
             "exitCode": out.get("exitCode") if shell else None,
-            "output": self.output, "agent": self.agent,
+            "output": self.output, "agent": self.agent, "traceback": self.traceback,
         }
 
     def stream_text(self, stream: str) -> str | None:
@@ -100,6 +101,8 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             log.ended_at, log.outcome = at, str(result.get("outcome", "ok"))
             log.error_code, log.error = result.get("errorCode"), result.get("error")
             log.output = _resolve(bundle, p.get("output"))
+            found = p.get("traceback")
+            log.traceback = found if isinstance(found, dict) else None
         elif kind == "run_waiting" and attempt in steps:
             steps[attempt].outcome = WAITING
             steps[attempt].ended_at = at
@@ -131,3 +134,25 @@ def _resolve(bundle: Bundle, value: Any) -> Any:
     except (OSError, ValueError) as exc:
         raise BundleCorrupt(f"run {bundle.run_id}: an artifact of a step's output is missing"
                             f" ({type(exc).__name__})") from None
+
+
+def traceback_lines(record: dict[str, Any] | None) -> list[str]:
+    """A step's recorded traceback as Python prints one (frames only, no source)."""
+    if not record:
+        return []
+    frames = [f for f in record.get("frames") or [] if isinstance(f, dict)]
+    lines = ["Traceback (most recent call last):"]
+    omitted, after = record.get("omitted"), record.get("omittedAfter")
+    for index, frame in enumerate(frames):
+        if index == after and isinstance(omitted, int) and omitted > 0:
+            lines.append(f"  ... {omitted} more frame(s) ...")
+        lines.append(f'  File "{frame.get("file")}", line {frame.get("line")},'
+                     f' in {frame.get("function")}')
+    lines.append(str(record.get("exception") or ""))
+    return lines
+
+
+def last_failure(bundle: Bundle) -> StepLog | None:
+    """The run's last step that failed with a recorded traceback, or None."""
+    failed = [s for s in read_steps(bundle) if s.traceback]
+    return failed[-1] if failed else None

@@ -1,7 +1,8 @@
 """The ``logs`` command: every step of a run with what it printed and produced.
 
 Owns printing ``supervisor.views.steplogs`` records like ``gh run view --log``: a
-header per step (node, step, attempt, outcome, duration), then its output;
+header per step (node, step, attempt, outcome, duration), then its output
+and, for a step that raised, where (its recorded traceback);
 ``--follow`` keeps printing, including a running shell step's output as it is
 produced, until the run settles. ``register(app)`` adds the command. Reads
 only. Must not import the worker or another command module.
@@ -24,7 +25,14 @@ from ....protocol.jsonenc import compact_json
 from ....protocol.states import CLAIMED, TERMINAL, Outcome, QueueState
 from ....protocol.store import Store
 from ...views.runref import existing_row, project_store
-from ...views.steplogs import INTERRUPTED, RUNNING, WAITING, StepLog, read_steps
+from ...views.steplogs import (
+    INTERRUPTED,
+    RUNNING,
+    WAITING,
+    StepLog,
+    read_steps,
+    traceback_lines,
+)
 from ...views.wording import duration_text, error_text, notify_message, outcome_word, shell_output
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
@@ -85,6 +93,7 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
             parts.append(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
     if log.error_code or log.error:
         parts.append(f"error: {error_text(log.error_code, log.error)}\n")
+    parts.extend(line + "\n" for line in traceback_lines(log.traceback))
     return "".join(parts)
 
 

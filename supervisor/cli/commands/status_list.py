@@ -10,6 +10,7 @@ the worker or another command module.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +20,7 @@ from ....protocol.clock import now_ms
 from ....protocol.limits import MAX_QUERY_COUNT
 from ...views.listing import STATE_WORDS, listing_lines
 from ...views.reports import list_data, status_data
-from ...views.status import chain_lines, status_line
+from ...views.status import chain_lines, failure_lines, status_line
 from ..options import (
     JsonOpt,
     ProjectOpt,
@@ -39,6 +40,9 @@ def status_command(
     session: SessionOpt = None,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
+    debug: Annotated[bool, typer.Option(
+        "--debug", help="With RUN: also where its failed step raised (the recorded"
+                        " traceback), as `pi-workflows --debug status RUN` does.")] = False,
 ) -> None:
     """Show a run's state: from the queue (even before it has a bundle) and its bundle.
 
@@ -58,6 +62,9 @@ def status_command(
     if run is not None:
         for line in [status_line(data, now_ms()), *chain_lines(data)]:
             typer.echo(line)
+        if debug or os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
+            for line in failure_lines(paths.runs_dir, str(data["runId"])):
+                typer.echo(line)
         return
     if owner is not None:
         found = data["run"]
