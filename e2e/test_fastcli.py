@@ -12,6 +12,7 @@ the fast path (neither typer nor pydantic is loaded).
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -276,3 +277,31 @@ def test_a_foreground_host_starts_without_typer_and_serves(project: Project) -> 
         out = _same(project, args)
         assert (out.returncode == 0) == (args[-1] == "--help"), args
     _same(project, ["host", "--project", str(project.root)], {"PI_WORKFLOWS_LEASE_MS": "abc"})
+
+
+@pytest.mark.timeout(180)
+def test_bad_input_is_the_same_usage_error_both_ways(project: Project) -> None:
+    """Issue 21 item 19: cases that once ended in exit 70 on one path or both."""
+    project.write_workflow("review", REVIEW)
+    assert project.cli("run", "review", "x", check=False).returncode == 3
+    waiting = json.loads(project.cli("list", "--json", "--state", "waiting")
+                         .stdout)["runs"][0]["runId"]
+    where = ["--project", str(project.root)]
+    bad = os.fsdecode(b"yes \xff")  # passed to the child as the bytes b"yes \xff"
+    for args in (["answer", waiting, bad, "--json"], ["answer", waiting, bad],
+                 ["answer", waiting, "--input-json", '"\\ud800"', "--json"],
+                 ["run", "review", bad, "--detach", "--json"],
+                 ["list", "--json", "--limit", str(2**63)], ["list", "--limit", "9" * 5000],
+                 ["list", "--json", "--limit", "9" * 5000]):
+        out = _same(project, [*args, *where])
+        assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, (args[:3], out.stderr)
+    for extra in ({"PI_WORKFLOWS_LEASE_MS": "1180591620717411303424"},
+                  {"PI_WORKFLOWS_LEASE_MS": "9" * 5000},
+                  {"PI_WORKFLOWS_POLL_INTERVAL_S": "1e400"},
+                  {"PI_WORKFLOWS_DRAIN_GRACE_S": "nan"},
+                  {"PI_WORKFLOWS_CRASH_WINDOW_S": "inf"},
+                  {"PI_WORKFLOWS_RESTART_BACKOFF_S": "-1"}):
+        for args in (["status", waiting, "--json"], ["list", "--json"], ["host"]):
+            out = _same(project, [*args, *where], extra)
+            assert out.returncode == 2 and out.stderr.startswith(
+                "pi-workflows: error: invalid setting "), (args, out.stderr)
