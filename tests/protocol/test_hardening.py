@@ -65,7 +65,8 @@ def test_cli_input_with_a_lone_surrogate_or_bad_words_is_a_usage_error(tmp_path:
 
 
 def test_a_usage_error_after_debug_is_one_line(tmp_path: Path) -> None:
-    out = run_cli("status", "--debug", env={**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path)})
+    # `list` has no --debug of its own (`status` has: it shows a failed step's traceback).
+    out = run_cli("list", "--debug", env={**os.environ, "PI_WORKFLOWS_HOME": str(tmp_path)})
     assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
     assert "Traceback" not in out.stderr and "No such option" in out.stderr
 
