@@ -363,9 +363,11 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
         try:
             fail_unwritable(store, claim, exc)
-        except PiWorkflowsError as failed:  # the claim went meanwhile: its owner decides
-            sys.stderr.write(f"pi-workflows worker {args.run}: {failed.code}\n")
-            return WorkerExit.CLAIM_LOST
+        except ClaimLost:
+            return WorkerExit.CLAIM_LOST  # the claim went meanwhile: its new owner decides
+        except PiWorkflowsError as failed:  # the store stayed busy: a crash, tried again
+            sys.stderr.write(f"pi-workflows worker {args.run}: {failed.code}: {failed.message}\n")
+            return WorkerExit.CRASHED
         return WorkerExit.FINISHED
     except PiWorkflowsError as exc:
         # Expected trouble (a busy store for a whole lease, a locked bundle):
