@@ -80,7 +80,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  FastSpec(0, 1, frozenset({"--json"}), frozenset({"--project", "--session"}))),
     CommandEntry("list", "status_list", "List the project's runs, newest first, chains grouped.",
                  FastSpec(0, 0, frozenset({"--json"}), frozenset(
-                     {"--project", "--state", "--workflow", "--since", "--limit"}))),
+                     {"--project", "--state", "--workflow", "--since", "--until", "--limit",
+                      "--offset"}))),
     CommandEntry("answer", "answer", "Answer a run waiting at a checkpoint.",
                  FastSpec(1, MANY, frozenset({"--json", "--force"}), _INPUT)),
     CommandEntry("cancel", "cancel", "Cancel a run and wait until it has stopped.",
