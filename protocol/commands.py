@@ -98,6 +98,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("validate", "workflows_validate",
                  "Check one workflow file (or a workflow by its name)."),
     CommandEntry("gc", "gc", "Remove settled runs older than a duration, whole chains."),
+    CommandEntry("delete", "delete", "Delete one run that has ended: its rows and bundle."),
     CommandEntry("doctor", "doctor", "Check Python, Pi, the store, permissions, host and disk."),
     CommandEntry("drill", "drill", "Run a seeded kill -9 drill in a scratch project."),
     CommandEntry("paths", "paths", "Show where a project's store, bundles, lock and logs are."),
