@@ -31,6 +31,7 @@ from ...views.listing import (
 )
 from ...views.reports import list_data, status_data
 from ...views.status import chain_lines, status_line
+from ..completion import run_ids, workflow_names
 from ..options import (
     JsonOpt,
     ProjectOpt,
@@ -44,7 +45,7 @@ from ..options import (
 
 def status_command(
     run: Annotated[str | None, typer.Argument(
-        metavar="[RUN]", show_default=False, callback=run_text,
+        metavar="[RUN]", show_default=False, callback=run_text, autocompletion=run_ids,
         help="Run id, a unique prefix of it or its trailing hex part (default: every"
              " unfinished run).")] = None,
     session: SessionOpt = None,
@@ -97,7 +98,7 @@ def list_command(
         help=f"Only runs in this state: {', '.join(STATE_WORDS)} (a queue state, a run"
              " status, or answered).")] = None,
     workflow: Annotated[str | None, typer.Option(
-        "--workflow", metavar="NAME", show_default=False,
+        "--workflow", metavar="NAME", show_default=False, autocompletion=workflow_names,
         help="Only runs of this workflow.")] = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="DURATION", show_default=False,
