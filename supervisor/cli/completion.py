@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -140,7 +139,7 @@ def workflow_names(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]
         from ...protocol.leansettings import current_settings
 
         local, shared = workflow_dirs(current_settings(), _project(ctx))
-        found: dict[str, Any] = {}
+        found: dict[str, str] = {}
         for entry in catalog_files(local, shared):
             if entry.name.startswith(incomplete):
                 found.setdefault(entry.name, f"{entry.scope} workflow")

@@ -7,7 +7,8 @@ who asked for this run, and removing it through gc's own path
 (``supervisor.maint.gc``: the gc lock, finishing an interrupted gc, the
 journal, the rows in one transaction that checks the rules again, the
 bundle moved whole into the trash). Age is no rule here: naming the run is
-the decision. Imports ``protocol``, ``supervisor.maint.gc`` and
+the decision. Imports ``protocol``, ``supervisor.maint.gc`` (and its
+``gc_bundles``) and
 ``supervisor.views.runref``; never ``session``, ``host`` or ``cli``.
 """
 
