@@ -8,8 +8,8 @@ who asked for this run, and removing it through gc's own path
 journal, the rows in one transaction that checks the rules again, the
 bundle moved whole into the trash). Age is no rule here: naming the run is
 the decision. Imports ``protocol``, ``supervisor.maint.gc`` (and its
-``gc_bundles``) and
-``supervisor.views.runref``; never ``session``, ``host`` or ``cli``.
+``gc_bundles``) and ``supervisor.views.runref``; never ``session``,
+``host`` or ``cli``.
 """
 
 from __future__ import annotations
