@@ -86,6 +86,8 @@ def test_the_fast_path_answers_exactly_as_typer(project: Project, tmp_path: Path
         ["list", "--json", "--state", "waiting"], ["list", "--json", "--state", "answered"],
         ["list", "--workflow", "quick", "--limit", "1", "--json"],
         ["list", "--json", "--since", "2h"], ["list", "--json", "--state", "queued/running"],
+        ["list", "--json", "--until", "0s", "--since", "2h"], ["list", "--json", "--until", "1h"],
+        ["list", "--json", "--offset", "1", "--limit", "2"], ["list", "--json", "--offset", "0"],
     ]
     for args in good:
         out = _same(project, [*args, *where])
@@ -104,6 +106,10 @@ def test_the_fast_path_answers_exactly_as_typer(project: Project, tmp_path: Path
         ["status", parent, "--json", "--project", str(empty)],  # no store yet
         ["list", "--json", "--state", "bogus", *where], ["list", "--json", "--since", "x", *where],
         ["list", "--json", "--limit", "0", *where], ["list", "--json", "--limit", "x", *where],
+        ["list", "--json", "--limit", str(2 ** 63), *where],
+        ["list", "--json", "--offset", str(2 ** 63), *where],
+        ["list", "--json", "--until", "x", *where],
+        ["list", "--json", "--until", "2h", "--since", "1h", *where],
         ["sync", "--json", *where], ["sync", "--json", "--session", "no good", *where],
     ]
     for args in errors:
@@ -118,6 +124,7 @@ def test_the_fast_path_answers_exactly_as_typer(project: Project, tmp_path: Path
     for args in (["status", "--help"], ["status", "--json", "--bogus", *where],
                  ["status", "--json", "--json", *where], [f"--project={project.root}"],
                  ["status", "a", "b", "--json", *where], ["list", "--json", "--project"],
+                 ["list", "--json", "--offset", "007", *where],
                  ["--debug", "status", parent, "--json", *where], ["status", "deadbeef", *where]):
         _same(project, args)
 

@@ -80,7 +80,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  FastSpec(0, 1, frozenset({"--json"}), frozenset({"--project", "--session"}))),
     CommandEntry("list", "status_list", "List the project's runs, newest first, chains grouped.",
                  FastSpec(0, 0, frozenset({"--json"}), frozenset(
-                     {"--project", "--state", "--workflow", "--since", "--limit"}))),
+                     {"--project", "--state", "--workflow", "--since", "--until", "--limit",
+                      "--offset"}))),
     CommandEntry("answer", "answer", "Answer a run waiting at a checkpoint.",
                  FastSpec(1, MANY, frozenset({"--json", "--force"}), _INPUT)),
     CommandEntry("cancel", "cancel", "Cancel a run and wait until it has stopped.",
@@ -97,6 +98,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("validate", "workflows_validate",
                  "Check one workflow file (or a workflow by its name)."),
     CommandEntry("gc", "gc", "Remove settled runs older than a duration, whole chains."),
+    CommandEntry("delete", "delete", "Delete one run that has ended: its rows and bundle."),
     CommandEntry("doctor", "doctor", "Check Python, Pi, the store, permissions, host and disk."),
     CommandEntry("drill", "drill", "Run a seeded kill -9 drill in a scratch project."),
     CommandEntry("paths", "paths", "Show where a project's store, bundles, lock and logs are."),

@@ -20,8 +20,6 @@ MAX_KEY_CHARS = 512
 MAX_PRIVATE_INPUT_BYTES = 1024 * 1024
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ERROR_BYTES = 2048
-# The largest count a query may be given (SQLite's integers are 64-bit signed).
-MAX_QUERY_COUNT = 2**63 - 1
 
 _SECRET_PATTERNS = [
     # Bearer tokens in headers or prose.

@@ -52,8 +52,12 @@ class QueueReads(StoreBase):
         return found
 
     def recent_runs(self, *, workflow: str | None = None, since_ms: int | None = None,
-                    limit: int | None = None) -> list[QueueRow]:
-        """Runs newest first, optionally of one workflow and created at or after ``since_ms``."""
+                    until_ms: int | None = None, limit: int | None = None,
+                    offset: int = 0) -> list[QueueRow]:
+        """Runs newest first, optionally of one workflow and created in ``[since_ms, until_ms]``.
+
+        ``offset`` skips that many of the newest matches, then ``limit`` bounds the rest.
+        """
         where: list[str] = ["1 = 1"]
         params: list[str | int] = []
         if workflow is not None:
@@ -62,11 +66,23 @@ class QueueReads(StoreBase):
         if since_ms is not None:
             where.append("created_at >= ?")
             params.append(since_ms)
+        if until_ms is not None:
+            where.append("created_at <= ?")
+            params.append(until_ms)
         params.append(-1 if limit is None else limit)  # SQLite: a negative LIMIT is none
+        params.append(offset)
         with self._db.transaction(write=False) as tx:
             rows = tx.all(f"SELECT * FROM workflow_run_queue WHERE {' AND '.join(where)}"
-                          " ORDER BY created_at DESC, run_id DESC LIMIT ?", params)
+                          " ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?", params)
         return [QueueRow.from_row(r) for r in rows]
+
+    def recent_run_ids(self, prefix: str, *, limit: int) -> list[str]:
+        """Run ids that start with ``prefix``, newest first, at most ``limit`` (completion)."""
+        with self._db.transaction(write=False) as tx:
+            rows = tx.all("SELECT run_id FROM workflow_run_queue WHERE substr(run_id, 1, ?) = ?"
+                          " ORDER BY created_at DESC, run_id DESC LIMIT ?",
+                          (len(prefix), prefix, limit))
+        return [str(r["run_id"]) for r in rows]
 
     def match_run_ids(self, text: str, *, limit: int = 10) -> list[str]:
         """Run ids that start with ``text``, or whose part after the last ``-`` does.

@@ -1,11 +1,12 @@
 """The ``pi-workflows`` command line (typer).
 
-Owns the typer app (``-h``, ``--version``, ``--debug``, shell completion),
+Owns the typer app (``-h``, ``--version``, ``--debug``, the shell
+completion options of ``cli.completion``),
 the one-line error contract and exit codes. Its commands are the command
 table's (``protocol.commands``), one module per family in
 ``supervisor.cli.commands``, each imported only when its command is used
-(``cli.lazy``). Imports typer, ``protocol.errors``, ``cli.exits`` and
-``cli.lazy``; no command module, and never the worker.
+(``cli.lazy``). Imports typer, ``protocol.errors``, ``cli.exits``,
+``cli.completion`` and ``cli.lazy``; no command module, and never the worker.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Annotated
 import typer
 
 from ...protocol.errors import ExitCode, PiWorkflowsError
+from . import completion
 from .exits import INTERRUPTED, exit_for, fail
 from .lazy import LazyGroup
 
@@ -24,7 +26,7 @@ app = typer.Typer(
     name="pi-workflows",
     cls=LazyGroup,
     help="Durable, always-on runner for multi-step agent workflows.",
-    add_completion=True,  # --install-completion / --show-completion
+    add_completion=False,  # ours take the shell: cli.completion
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -50,6 +52,14 @@ def _root(
     _show_version: Annotated[bool, typer.Option(
         "--version", callback=_version, is_eager=True, expose_value=True,
         help="Print the version and exit.")] = False,
+    _install: Annotated[str | None, typer.Option(
+        "--install-completion", metavar="[SHELL]", callback=completion.install, is_eager=True,
+        show_default=False,
+        help="Install completion for SHELL (bash, zsh or fish; default: this shell).")] = None,
+    _show: Annotated[str | None, typer.Option(
+        "--show-completion", metavar="[SHELL]", callback=completion.show, is_eager=True,
+        show_default=False,
+        help="Print the completion script for SHELL, to copy it or install it by hand.")] = None,
 ) -> None:
     """Durable, always-on runner for multi-step agent workflows.
 
@@ -61,7 +71,8 @@ def _root(
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one line on stderr and a documented exit code for every error."""
-    args = list(sys.argv[1:] if argv is None else argv) or ["--help"]
+    args = completion.with_shell(list(sys.argv[1:] if argv is None else argv) or ["--help"])
+    completion.prepare()
     debug = "--debug" in args or os.environ.get("PI_WORKFLOWS_DEBUG") == "1"
     command = typer.main.get_command(app)
     try:

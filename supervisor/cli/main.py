@@ -135,21 +135,27 @@ def _status(call: _Call) -> int:
     return 0
 
 
-def _list(call: _Call) -> int:
-    from ...protocol.limits import MAX_QUERY_COUNT
+def _bounded(text: str | None, least: int, most: int) -> int | None:
+    """An integer option the fast path takes as typed; anything else click words."""
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0") \
+            or not least <= int(text) <= most:
+        raise _Declined
+    return int(text)
 
-    values = call.values
-    limit_text = values.get("--limit")
-    if limit_text is not None and not (limit_text.isascii() and limit_text.isdigit()
-                                       and limit_text[0] != "0" and len(limit_text) <= 19
-                                       and int(limit_text) <= MAX_QUERY_COUNT):
-        raise _Declined  # click words the refusal (0, words, past what SQLite holds)
+
+def _list(call: _Call) -> int:
+    from ..views.listing import MAX_LIMIT, MAX_OFFSET
     from ..views.reports import list_data
 
+    values = call.values
+    limit = _bounded(values.get("--limit"), 1, MAX_LIMIT)
+    offset = _bounded(values.get("--offset"), 0, MAX_OFFSET) or 0
     settings, paths = _settings_and_paths(values)
     _emit({"runs": list_data(settings, paths, state=values.get("--state"),
                              workflow=values.get("--workflow"), since=values.get("--since"),
-                             limit=None if limit_text is None else int(limit_text))})
+                             until=values.get("--until"), limit=limit, offset=offset)})
     return 0
 
 

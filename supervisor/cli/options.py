@@ -3,7 +3,8 @@
 Owns the --project, --json, --session and --input-* options, the RUN argument
 and printing JSON; reading a run's input is ``supervisor.session.runinput`` (shared
 with the fast command line). Imports typer, ``protocol``,
-``supervisor.session.runinput`` and ``cli.exits`` (the error of a missing session).
+``supervisor.session.runinput``, ``cli.exits`` (the error of a missing session) and
+``cli.completion`` (what a TAB offers for a RUN or a NAME).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ...protocol.limits import validate_run_id, validate_session_id
 from ...protocol.paths import Paths, resolve_paths
 from ...protocol.settingspec import SettingsLike
 from ..session.runinput import json_input, parse_input
+from . import completion
 from .exits import session_required
 
 __all__ = ["json_input", "parse_input"]  # read here by the commands (supervisor.session.runinput)
@@ -39,12 +41,13 @@ def run_text(value: str | None) -> str | None:
 
 
 NameArg = Annotated[str, typer.Argument(
-    metavar="NAME", help="Workflow name (see `pi-workflows workflows`).")]
+    metavar="NAME", autocompletion=completion.workflow_names,
+    help="Workflow name (see `pi-workflows workflows`).")]
 TaskArg = Annotated[list[str] | None, typer.Argument(
     metavar="[TASK]...", show_default=False,
     help="Task words; they become the input {\"task\": \"...\"}.")]
 RunArg = Annotated[str, typer.Argument(
-    metavar="RUN", show_default=False, callback=run_text,
+    metavar="RUN", show_default=False, callback=run_text, autocompletion=completion.run_ids,
     help="Run id, a unique prefix of it, or its trailing hex part (`pi-workflows list`).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 SessionOpt = Annotated[str | None, typer.Option(

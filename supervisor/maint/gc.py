@@ -32,6 +32,7 @@ from typing import Any
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.errors import LimitError, UsageError
 from ...protocol.paths import Paths, project_key
+from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL, QueueState, RunStatus, display_state, seen_status
 from ...protocol.store import Chain, ChainMember, Hold, Store
 from ...protocol.store.retention import blocker
@@ -113,13 +114,13 @@ class Report:
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     chain: Chain
     lines: list[RunLine]
     dirs: dict[str, Path]
 
 
-def _pause(point: str) -> None:
+def pause_at(point: str) -> None:
     """The crash drill's seam: stop here (until killed) when ``PI_WORKFLOWS_GC_PAUSE`` says so."""
     if os.environ.get(PAUSE_ENV) == point:
         sys.stderr.write(f"pi-workflows gc: paused at {point}\n")
@@ -161,31 +162,52 @@ def _line(m: ChainMember, status: str | None, now: int) -> RunLine:
                    now - m.settled_at)
 
 
-def plan(store: Store, paths: Paths, cutoff: int, now: int) -> tuple[list[_Candidate],
+def consider(paths: Paths, chain: Chain, cutoff: int, now: int,
+             in_use: set[str]) -> tuple[Candidate | None, Hold | None, list[RunLine]]:
+    """One chain: the candidate to remove (with its bundles), or why it stays; its lines."""
+    statuses = {m.run_id: _status(paths.runs_dir, m.run_id) for m in chain.members}
+    lines = [_line(m, statuses[m.run_id], now) for m in chain.members]
+    hold = blocker(chain, cutoff)
+    dirs: dict[str, Path] = {}
+    if hold is None:
+        hold, dirs = _disk_hold(paths.runs_dir, chain, statuses, in_use)
+    if hold is not None:
+        return None, hold, [replace(line, reason=hold.code, detail=hold.detail)
+                            for line in lines]
+    lines = [replace(line, has_bundle=line.run_id in dirs,
+                     bytes=tree_bytes(dirs[line.run_id]) if line.run_id in dirs else 0)
+             for line in lines]
+    return Candidate(chain, lines, dirs), None, lines
+
+
+def plan(store: Store, paths: Paths, cutoff: int, now: int) -> tuple[list[Candidate],
                                                                      list[RunLine]]:
     """The chains that may go (with their bundles) and the old settled runs that stay."""
-    in_use = runs_in_use(paths.runs_dir, project_key(paths.project))
-    candidates: list[_Candidate] = []
+    in_use = in_use_now(paths)
+    candidates: list[Candidate] = []
     kept: list[RunLine] = []
     for chain in store.chains():
         old = {m.run_id for m in chain.members if m.state in TERMINAL and m.settled_at < cutoff}
         if not old:
             continue
-        statuses = {m.run_id: _status(paths.runs_dir, m.run_id) for m in chain.members}
-        lines = [_line(m, statuses[m.run_id], now) for m in chain.members]
-        hold = blocker(chain, cutoff)
-        dirs: dict[str, Path] = {}
-        if hold is None:
-            hold, dirs = _disk_hold(paths.runs_dir, chain, statuses, in_use)
-        if hold is not None:
-            kept += [replace(line, reason=hold.code, detail=hold.detail)
-                     for line in lines if line.run_id in old]
-            continue
-        lines = [replace(line, has_bundle=line.run_id in dirs,
-                         bytes=tree_bytes(dirs[line.run_id]) if line.run_id in dirs else 0)
-                 for line in lines]
-        candidates.append(_Candidate(chain, lines, dirs))
+        cand, _, lines = consider(paths, chain, cutoff, now, in_use)
+        if cand is None:
+            kept += [line for line in lines if line.run_id in old]
+        else:
+            candidates.append(cand)
     return candidates, kept
+
+
+def in_use_now(paths: Paths) -> set[str]:
+    """The project's runs a live process works on now (they are never removed)."""
+    return runs_in_use(paths.runs_dir, project_key(paths.project))
+
+
+def gc_store(settings: SettingsLike, store_file: Path) -> Store:
+    """The store as gc and delete open it: FULL, so a deleted row is on disk before its
+    bundle goes, even after a power cut."""
+    return Store(store_file, lease_ms=settings.lease_ms,
+                 busy_timeout_ms=settings.busy_timeout_ms, synchronous="FULL")
 
 
 def _known(store: Store, run_id: str) -> bool:
@@ -195,7 +217,7 @@ def _known(store: Store, run_id: str) -> bool:
         return True  # not a run id: never ours to touch
 
 
-def _finish(store: Store, runs_dir: Path) -> list[str]:
+def finish(store: Store, runs_dir: Path) -> list[str]:
     """Complete an interrupted gc: bundles of journalled runs whose rows are gone."""
     done = []
     for run_id in read_journal(runs_dir):
@@ -213,7 +235,7 @@ def _finish(store: Store, runs_dir: Path) -> list[str]:
     return done
 
 
-def _remove(store: Store, runs_dir: Path, cand: _Candidate, cutoff: int,
+def _remove(store: Store, runs_dir: Path, cand: Candidate, cutoff: int,
             pause: Callable[[str], None]) -> Hold | None:
     fds: list[int] = []
     try:
@@ -241,7 +263,7 @@ def _remove(store: Store, runs_dir: Path, cand: _Candidate, cutoff: int,
 
 
 def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dry_run: bool,
-                    pause: Callable[[str], None] = _pause) -> Report:
+                    pause: Callable[[str], None] = pause_at) -> Report:
     cutoff = now - parse_duration(older_than)
     report = Report(dry_run, older_than, cutoff, now)
     runs_dir = paths.runs_dir
@@ -253,18 +275,33 @@ def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dr
         report.chains = len(candidates)
         return report
     with gc_lock(runs_dir):
-        report.finished = _finish(store, runs_dir)
+        report.finished = finish(store, runs_dir)
         candidates, report.kept = plan(store, paths, cutoff, now)
-        if candidates:
-            write_journal(runs_dir, [i for c in candidates for i in c.chain.run_ids], now)
-            pause("journaled")
-        for cand in candidates:
-            hold = _remove(store, runs_dir, cand, cutoff, pause)
-            if hold is None:
-                report.removed += cand.lines
-                report.chains += 1
-            elif hold.code != "gone":
-                report.kept += [replace(line, reason=hold.code, detail=hold.detail)
-                                for line in cand.lines]
-        clear_journal(runs_dir)
+        removed, kept, report.chains = remove_planned(store, runs_dir, candidates, cutoff, now,
+                                                      pause)
+        report.removed += removed
+        report.kept += kept
     return report
+
+
+def remove_planned(store: Store, runs_dir: Path, candidates: list[Candidate], cutoff: int,
+                   now: int, pause: Callable[[str], None] = pause_at,
+                   ) -> tuple[list[RunLine], list[RunLine], int]:
+    """Journal the candidates' run ids, remove each chain, clear the journal (under
+    ``gc_lock``): the lines removed, the lines kept (a chain that changed meanwhile)
+    and how many chains went."""
+    removed: list[RunLine] = []
+    kept: list[RunLine] = []
+    chains = 0
+    if candidates:
+        write_journal(runs_dir, [i for c in candidates for i in c.chain.run_ids], now)
+        pause("journaled")
+    for cand in candidates:
+        hold = _remove(store, runs_dir, cand, cutoff, pause)
+        if hold is None:
+            removed += cand.lines
+            chains += 1
+        elif hold.code != "gone":
+            kept += [replace(line, reason=hold.code, detail=hold.detail) for line in cand.lines]
+    clear_journal(runs_dir)
+    return removed, kept, chains

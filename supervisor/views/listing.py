@@ -2,9 +2,10 @@
 
 Owns the words ``list --state`` accepts (queue states, run statuses and
 ``answered``, the words the views print), selecting runs by state, workflow,
-age and count, and ordering a listing so that each chain (a waiting run and
-the continuations that answered it) reads as one logical run. Imports
-``protocol`` and ``supervisor.views.status``.
+age, offset and count, and laying a listing out as a table (a header,
+columns sized to a width) in which each chain (a waiting run and the
+continuations that answered it) reads as one logical run. Imports
+``protocol``, ``supervisor.views.status`` and ``supervisor.views.timefmt``.
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.errors import UsageError
-from ...protocol.states import QUEUE_STATES, RunStatus
+from ...protocol.states import CLAIMED, QUEUE_STATES, RunStatus
 from ...protocol.store import Store
-from .status import run_status, shown_state, status_line
+from .status import error_text, fork_links, run_status, shown_state, where_text
+from .timefmt import ago, duration
 
 ANSWERED = "answered"
 STATE_WORDS: tuple[str, ...] = tuple(dict.fromkeys(
     [*QUEUE_STATES, *RunStatus, ANSWERED]))
+# Bounds of --limit and --offset: far past any listing a person reads, and
+# well inside SQLite's 64-bit integers (a larger value is a usage error).
+MAX_LIMIT = 1_000_000
+MAX_OFFSET = 1_000_000_000
 
 
 def check_state(word: str | None) -> str | None:
@@ -44,19 +50,29 @@ def _words(info: dict[str, Any]) -> set[str]:
 
 def select(store: Store, runs_dir: Path, *, state: str | None = None,
            workflow: str | None = None, since_ms: int | None = None,
-           limit: int | None = None) -> list[dict[str, Any]]:
-    """Status objects of the matching runs, newest first, each with ``continuedBy``."""
+           until_ms: int | None = None, limit: int | None = None,
+           offset: int = 0) -> list[dict[str, Any]]:
+    """Status objects of the matching runs, newest first, each with ``continuedBy``.
+
+    ``offset`` skips the newest matches (after every filter), ``limit`` bounds the rest.
+    """
     continued = store.continuations()
-    # A state filter needs the bundle's status, so the limit applies after it.
-    rows = store.recent_runs(workflow=workflow, since_ms=since_ms,
-                             limit=limit if state is None else None)
+    # A state filter needs the bundle's status, so the offset and limit apply after it.
+    by_sql = state is None
+    rows = store.recent_runs(workflow=workflow, since_ms=since_ms, until_ms=until_ms,
+                             limit=limit if by_sql else None, offset=offset if by_sql else 0)
+    skip = 0 if by_sql else offset
     infos = []
     forks = store.forks_of([row.run_id for row in rows])
     for row in rows:
         info = run_status(row, runs_dir, forks.get(row.run_id))
         info["continuedBy"] = continued.get(row.run_id)
-        if state is None or state in _words(info):
-            infos.append(info)
+        if state is not None and state not in _words(info):
+            continue
+        if skip:
+            skip -= 1
+            continue
+        infos.append(info)
         if limit is not None and len(infos) >= limit:
             break
     return infos
@@ -98,16 +114,52 @@ def grouped(infos: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
     return out
 
 
-def listing_lines(infos: list[dict[str, Any]], now_ms: int) -> list[str]:
-    """The human listing: one line per run, continuations indented under their parent."""
+HEADER = ("RUN", "WORKFLOW", "STATE", "CREATED", "DURATION", "DETAIL")
+FIXED_WIDTH = 120  # not a terminal: one width, so piped output does not depend on who ran it
+_GAP = "  "
+
+
+def _duration(info: dict[str, Any], now_ms: int) -> str:
+    started, finished = info.get("startedAt"), info.get("finishedAt")
+    if started is not None and finished is not None:
+        return duration(finished - started)
+    if started is not None and info["queueState"] in CLAIMED:
+        return f"{duration(now_ms - started)} so far"
+    return "-"
+
+
+def _row(depth: int, info: dict[str, Any], shown: set[str], now_ms: int) -> tuple[str, ...]:
+    run = ("  " * depth + "-> " if depth else "") + info["runId"]
+    # The continuation's own row follows, so the parent's need not name it.
+    detail = [where_text(info, arrow=info.get("continuedBy") not in shown), error_text(info),
+              fork_links(info).strip()]
+    if not depth and info.get("parentRunId"):
+        detail.append(f"(continues {info['parentRunId']})")
+    return (run, str(info["workflow"]), shown_state(info), ago(info["createdAt"], now_ms),
+            _duration(info, now_ms), " ".join(part for part in detail if part))
+
+
+def listing_lines(infos: list[dict[str, Any]], now_ms: int,
+                  width: int = FIXED_WIDTH) -> list[str]:
+    """The human listing: a header, then a row per run, continuations indented under
+    their parent; the columns sized to their contents, the last cut to ``width``."""
     shown = {info["runId"] for info in infos}
+    rows = [HEADER, *(_row(depth, info, shown, now_ms) for depth, info in grouped(infos))]
+    sizes = [max(len(row[col]) for row in rows) for col in range(len(HEADER) - 1)]
     lines = []
-    for depth, info in grouped(infos):
-        # The continuation's own line follows, so the parent's need not name it.
-        line = status_line(info, now_ms, arrow=info.get("continuedBy") not in shown)
-        if depth:
-            line = "  " * depth + "-> " + line
-        elif info.get("parentRunId"):
-            line += f"  (continues {info['parentRunId']})"
-        lines.append(line)
+    for row in rows:
+        head = _GAP.join(cell.ljust(size) for cell, size in zip(row, sizes, strict=False))
+        detail = row[-1]
+        # Cut only the free text, never to a stub; ids and states stay whole past the width.
+        room = max(width - len(head) - len(_GAP), 20)
+        if len(detail) > room:
+            detail = detail[:room - 1] + "…"
+        lines.append((head + _GAP + detail).rstrip())
     return lines
+
+
+def empty_line(filters: list[str]) -> str:
+    """What ``list`` says when no run matches: the filters given, as typed."""
+    if not filters:
+        return "no runs in this project yet (`pi-workflows run NAME` starts one)"
+    return f"no runs match ({', '.join(filters)})"

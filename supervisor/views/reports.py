@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol.clock import now_ms
+from ...protocol.errors import UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL
@@ -41,12 +42,26 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
 
 
 def list_data(settings: SettingsLike, paths: Paths, *, state: str | None, workflow: str | None,
-              since: str | None, limit: int | None) -> list[dict[str, Any]]:
+              since: str | None, limit: int | None, until: str | None = None,
+              offset: int = 0) -> list[dict[str, Any]]:
     """The runs ``list`` shows, newest first (no store yet: none)."""
     check_state(state)
-    since_ms = None if since is None else now_ms() - int(parse_duration(since, "--since") * 1000)
+    since_ms, until_ms = _window(since, until)
     if not paths.store_file.exists():
         return []
     with open_store(settings, paths.store_file) as store:
         return select(store, paths.runs_dir, state=state, workflow=workflow,
-                      since_ms=since_ms, limit=limit)
+                      since_ms=since_ms, until_ms=until_ms, limit=limit, offset=offset)
+
+
+def _window(since: str | None, until: str | None) -> tuple[int | None, int | None]:
+    """``--since`` and ``--until`` as creation times; refused when nothing could match."""
+    since_s = None if since is None else parse_duration(since, "--since")
+    until_s = None if until is None else parse_duration(until, "--until")
+    if since is not None and until is not None and (until_s or 0) > (since_s or 0):
+        raise UsageError(f"--until {until[:40]!r} is further back than --since {since[:40]!r}:"
+                         " no run could match (--since is the older bound)",
+                         code="invalid_window")
+    now = now_ms()
+    return (None if since_s is None else now - int(since_s * 1000),
+            None if until_s is None else now - int(until_s * 1000))

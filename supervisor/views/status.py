@@ -80,14 +80,38 @@ def shown_state(info: dict[str, Any]) -> str:
     return display_state(info["queueState"], info["runStatus"])
 
 
-def _times(info: dict[str, Any], now_ms: int) -> str:
+def took_text(info: dict[str, Any], now_ms: int) -> str:
+    """How long the run took, or has been running; empty before it started."""
     started, finished = info.get("startedAt"), info.get("finishedAt")
-    text = ago(info["createdAt"], now_ms)
     if started is not None and finished is not None:
-        text += f", took {duration(finished - started)}"
-    elif started is not None and info["queueState"] in CLAIMED:
-        text += f", running for {duration(now_ms - started)}"
-    return text
+        return f"took {duration(finished - started)}"
+    if started is not None and info["queueState"] in CLAIMED:
+        return f"running for {duration(now_ms - started)}"
+    return ""
+
+
+def _times(info: dict[str, Any], now_ms: int) -> str:
+    took = took_text(info, now_ms)
+    return ago(info["createdAt"], now_ms) + (f", {took}" if took else "")
+
+
+def where_text(info: dict[str, Any], *, arrow: bool = True) -> str:
+    """Where the run is: ``-> CONTINUATION``, ``at NODE`` (waiting, running, parked), or empty."""
+    if info.get("continuedBy"):
+        return f"-> {info['continuedBy']}" if arrow else ""
+    if info.get("waitingOn"):
+        return f"at {info['waitingOn']}"
+    if info.get("currentNode") and (info["queueState"] in CLAIMED
+                                    or info["queueState"] == QueueState.PARKED):
+        return f"at {info['currentNode']}"
+    return ""
+
+
+def error_text(info: dict[str, Any]) -> str:
+    """``[code] message`` of a run that has an error, else empty."""
+    if not info.get("errorCode"):
+        return ""
+    return f"[{info['errorCode']}] {info['error'] or ''}".rstrip()
 
 
 def status_line(info: dict[str, Any], now_ms: int | None = None, *, arrow: bool = True) -> str:
@@ -96,22 +120,15 @@ def status_line(info: dict[str, Any], now_ms: int | None = None, *, arrow: bool 
     An answered run reads ``answered -> CONTINUATION`` (``arrow=False``: just
     ``answered``, for a listing that shows the continuation next).
     """
-    state = shown_state(info)
-    where = ""
-    if info.get("continuedBy"):
-        where = f" -> {info['continuedBy']}" if arrow else ""
-    elif info.get("waitingOn"):
-        where = f" at {info['waitingOn']}"
-    elif info.get("currentNode") and (info["queueState"] in CLAIMED
-                                      or info["queueState"] == QueueState.PARKED):
-        where = f" at {info['currentNode']}"
-    err = (f" [{info['errorCode']}] {info['error'] or ''}".rstrip()
-           if info.get("errorCode") else "")
+    where = where_text(info, arrow=arrow)
+    err = error_text(info)
     when = "" if now_ms is None else f"  ({_times(info, now_ms)})"
-    return f"{info['runId']}  {info['workflow']}  {state}{where}{err}{_fork_links(info)}{when}"
+    return (f"{info['runId']}  {info['workflow']}  {shown_state(info)}"
+            f"{' ' + where if where else ''}{' ' + err if err else ''}{fork_links(info)}{when}")
 
 
-def _fork_links(info: dict[str, Any]) -> str:
+def fork_links(info: dict[str, Any]) -> str:
+    """`` (fork of RUN from NODE)`` and `` (forked as FORK, ...)``, each with a leading space."""
     text = ""
     if info.get("forkedFrom"):
         text += f" (fork of {info['forkedFrom']} from {info.get('forkNode')})"

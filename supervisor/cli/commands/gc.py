@@ -14,8 +14,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
-from ....protocol.store import Store
-from ...maint.gc import Report, collect_garbage, format_bytes, parse_duration
+from ...maint.gc import Report, collect_garbage, format_bytes, gc_store, parse_duration
 from ...views.timefmt import duration
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
@@ -65,9 +64,7 @@ def gc_command(
     if not paths.store_file.exists():
         report = Report(dry_run, older_than, at - parse_duration(older_than), at)
     else:
-        # FULL: a deleted row is on disk before its bundle goes, even after a power cut.
-        with Store(paths.store_file, lease_ms=settings.lease_ms,
-                   busy_timeout_ms=settings.busy_timeout_ms, synchronous="FULL") as store:
+        with gc_store(settings, paths.store_file) as store:
             report = collect_garbage(store, paths, older_than=older_than, now=at,
                                      dry_run=dry_run)
     if as_json:

@@ -2,25 +2,36 @@
 
 Owns parsing their arguments and printing their results: one run with its
 chain, the unfinished and waiting runs, a session's run, and the filtered
-listing. What they report is ``supervisor.views.reports`` (shared with the fast
-command line, ``supervisor.cli.main``); the lines are ``supervisor.views.status``
-and ``supervisor.views.listing``. ``register(app)`` adds the commands. Must not import
-the worker or another command module.
+listing (a table as wide as the terminal, or a line naming the filters when
+nothing matches). What they report is ``supervisor.views.reports`` (shared
+with the fast command line, ``supervisor.cli.main``); the lines are
+``supervisor.views.status`` and ``supervisor.views.listing``.
+``register(app)`` adds the commands. Must not import the worker or another
+command module.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ....protocol.clock import now_ms
-from ....protocol.limits import MAX_QUERY_COUNT
-from ...views.listing import STATE_WORDS, listing_lines
+from ...views.listing import (
+    FIXED_WIDTH,
+    MAX_LIMIT,
+    MAX_OFFSET,
+    STATE_WORDS,
+    empty_line,
+    listing_lines,
+)
 from ...views.reports import list_data, status_data
 from ...views.status import chain_lines, failure_lines, status_line
+from ..completion import run_ids, workflow_names
 from ..options import (
     JsonOpt,
     ProjectOpt,
@@ -34,7 +45,7 @@ from ..options import (
 
 def status_command(
     run: Annotated[str | None, typer.Argument(
-        metavar="[RUN]", show_default=False, callback=run_text,
+        metavar="[RUN]", show_default=False, callback=run_text, autocompletion=run_ids,
         help="Run id, a unique prefix of it or its trailing hex part (default: every"
              " unfinished run).")] = None,
     session: SessionOpt = None,
@@ -76,37 +87,61 @@ def status_command(
         typer.echo("no unfinished runs and none waiting for an answer")
 
 
+def _width() -> int:
+    """The terminal's columns (``COLUMNS`` first, as shells set it); a fixed width otherwise."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        with contextlib.suppress(OSError, ValueError):
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    return FIXED_WIDTH
+
+
 def list_command(
     state: Annotated[str | None, typer.Option(
         "--state", metavar="STATE", show_default=False,
         help=f"Only runs in this state: {', '.join(STATE_WORDS)} (a queue state, a run"
              " status, or answered).")] = None,
     workflow: Annotated[str | None, typer.Option(
-        "--workflow", metavar="NAME", show_default=False,
+        "--workflow", metavar="NAME", show_default=False, autocompletion=workflow_names,
         help="Only runs of this workflow.")] = None,
     since: Annotated[str | None, typer.Option(
         "--since", metavar="DURATION", show_default=False,
         help="Only runs started within this long, such as 30m, 2h or 7d.")] = None,
+    until: Annotated[str | None, typer.Option(
+        "--until", metavar="DURATION", show_default=False,
+        help="Only runs started at least this long ago (the same units as --since).")] = None,
     limit: Annotated[int | None, typer.Option(
-        "--limit", metavar="N", min=1, max=MAX_QUERY_COUNT, show_default=False,
+        "--limit", metavar="N", min=1, max=MAX_LIMIT, show_default=False,
         help="At most N runs (the newest).")] = None,
+    offset: Annotated[int, typer.Option(
+        "--offset", metavar="N", min=0, max=MAX_OFFSET, show_default=False,
+        help="Skip the newest N matching runs (with --limit: the next page).")] = 0,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
     """List the project's runs, newest first; a chain of answers reads as one logical run.
 
-    A continuation (the run that answered a checkpoint) is indented under the
-    run it answered. --json prints the same runs, newest first, without the
-    grouping.
+    A table with a header, as wide as the terminal (120 columns when the
+    output is not one). A continuation (the run that answered a checkpoint)
+    is indented under the run it answered. --json prints the same runs,
+    newest first, without the grouping.
 
-    Example: pi-workflows list --state waiting --since 2h
+    Example: pi-workflows list --state waiting --since 2h --limit 20 --offset 20
     """
     settings, paths = project_context(project)
-    infos = list_data(settings, paths, state=state, workflow=workflow, since=since, limit=limit)
+    infos = list_data(settings, paths, state=state, workflow=workflow, since=since,
+                      until=until, limit=limit, offset=offset)
     if as_json:
         emit_json({"runs": infos})
         return
-    for line in listing_lines(infos, now_ms()):
+    if not infos:
+        given = [("--state", state), ("--workflow", workflow), ("--since", since),
+                 ("--until", until), ("--limit", limit), ("--offset", offset or None)]
+        typer.echo(empty_line([f"{name} {value}" for name, value in given if value is not None]))
+        return
+    for line in listing_lines(infos, now_ms(), _width()):
         typer.echo(line)
 
 

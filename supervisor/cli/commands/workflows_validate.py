@@ -19,11 +19,12 @@ import typer
 from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_dirs
 from ....protocol.errors import ExitCode, NotFound
 from ....protocol.settingspec import SettingsLike
+from ..completion import workflow_names
 from ..isolated import load_summary
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
 _FileArg = Annotated[str, typer.Argument(
-    metavar="FILE", show_default=False,
+    metavar="FILE", show_default=False, autocompletion=workflow_names,
     help="The workflow file to check, or the name of one of the project's (or the global)"
          " workflows.")]
 

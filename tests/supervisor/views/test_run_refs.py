@@ -164,8 +164,10 @@ def test_a_listing_groups_a_chain_under_its_first_run_by_its_newest_member() -> 
     assert [(depth, i["runId"]) for depth, i in grouped(infos)] == [
         (0, "p1"), (1, "c1"), (2, "c2"), (0, "solo"), (0, "orphan")]
     lines = listing_lines(infos, now_ms=125_000)
-    assert lines[0].startswith("p1  review  answered  (2 min ago, took 1.5 s)")
-    assert lines[1].startswith("  -> c1  review  answered")
-    assert lines[2].startswith("    -> c2  review  completed")
-    assert lines[4].endswith("(continues gone)")
+    assert lines[0].split() == ["RUN", "WORKFLOW", "STATE", "CREATED", "DURATION", "DETAIL"]
+    assert lines[1].split() == ["p1", "review", "answered", "2", "min", "ago", "1.5", "s"]
+    assert lines[2].split()[:4] == ["->", "c1", "review", "answered"]
+    assert lines[2].startswith("  -> c1")
+    assert lines[3].startswith("    -> c2") and lines[3].split()[3] == "completed"
+    assert lines[5].endswith("(continues gone)")
     assert not any("None" in line for line in lines)
