@@ -139,8 +139,9 @@ def _bounded(text: str | None, least: int, most: int) -> int | None:
     """An integer option the fast path takes as typed; anything else click words."""
     if text is None:
         return None
+    # The length test comes first: int() refuses a string over 4,300 digits.
     if not (text.isascii() and text.isdigit()) or (text[0] == "0" and text != "0") \
-            or not least <= int(text) <= most:
+            or len(text) > len(str(most)) or not least <= int(text) <= most:
         raise _Declined
     return int(text)
 
