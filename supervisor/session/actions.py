@@ -107,7 +107,8 @@ def cancel_run(settings: SettingsLike, paths: Paths, text: str, *,
         row = existing_row(store, text, paths)
         run = row.run_id
         was_waiting = row.state == QueueState.DONE
-        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
+        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync,
+                             project=paths.project)
         poke(paths.state_dir)
         result = cancel.Cancelled(row, None)
         if not no_wait:
