@@ -60,6 +60,12 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} completed: {_short(p.get('finalOutput'))}"
     if kind in ("run_failed", "run_timed_out", "run_cancelled"):
         return f"{head} {kind[4:].replace('_', ' ')} [{code}] {_short(message or '')}"
+    if kind == "run_started" and p.get("forkedFrom"):
+        carried = ", ".join(p.get("carriedNodes") or []) or "nothing"
+        return (f"{head} run_started: fork of {p['forkedFrom']} at {p.get('forkNode')},"
+                f" carried from it: {carried}")
+    if kind == "run_started" and p.get("parentRunId"):
+        return f"{head} run_started: continues {p['parentRunId']} at {p.get('startAt')}"
     if kind == "run_resumed" and p.get("boundary"):
         return f"{head} resumed at {p.get('resumePoint')}"
     return f"{head} {kind}" + (f" {node}" if node else "")

@@ -57,6 +57,28 @@ def fork_command(project: Path | None, run_id: str, status: str | None,
     return cli(project, "fork", run_id, blank="--from NODE")
 
 
+def next_steps(status: str | None, run_id: str, failed_node: str | None,
+               project: Path | None, *, fork_from: str | None = None) -> list[tuple[str, str]]:
+    """(what, exact command) pairs for a run that ended ``status``.
+
+    ``failed_node`` is the step whose output to look at; ``fork_from`` the
+    node ``fork RUN`` alone starts at (``fork_default``), None when the fork
+    needs ``--from``.
+    """
+    if status == RunStatus.WAITING:
+        return [("answer it", cli(project, "answer", run_id, blank='"your answer"'))]
+    if status in FAILED_STATUSES:
+        steps = []
+        if failed_node:
+            steps.append(("see its output", cli(project, "logs", run_id, failed_node)))
+        steps.append(("run it again from there" if fork_from else "run it again from a node",
+                      fork_command(project, run_id, status, fork_from)))
+        return steps
+    if status == RunStatus.COMPLETED:
+        return [("every step's output", cli(project, "logs", run_id))]
+    return []
+
+
 def seen(runs_dir: Path, row: QueueRow) -> str | None:
     """The run status a person is shown for ``row`` (None before it has a bundle)."""
     bundle = Bundle(runs_dir, row.run_id)
