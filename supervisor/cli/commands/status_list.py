@@ -16,9 +16,11 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
+from ...views.describe import describe
 from ...views.listing import STATE_WORDS, listing_lines
 from ...views.reports import list_data, status_data
-from ...views.status import chain_lines, status_line
+from ...views.runref import existing_row, project_store
+from ...views.status import status_line
 from ..options import (
     JsonOpt,
     ProjectOpt,
@@ -50,13 +52,16 @@ def status_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
+    if run is not None and not as_json:
+        with project_store(settings, paths) as store:
+            row = existing_row(store, run, paths)
+            lines = describe(store, row, paths.runs_dir, now_ms(), paths.project)
+        for line in lines:
+            typer.echo(line)
+        return
     data = status_data(settings, paths, run, owner)
     if as_json:
         emit_json(data)
-        return
-    if run is not None:
-        for line in [status_line(data, now_ms()), *chain_lines(data)]:
-            typer.echo(line)
         return
     if owner is not None:
         found = data["run"]
