@@ -80,7 +80,10 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int) -> list[str]:
         end = log.ended_at if log.ended_at is not None else (
             now_ms if log.outcome == RUNNING else None)
         took = "" if end is None else duration(end - log.started_at)
-        word = "answered" if answered and log.outcome == WAITING else outcome_word(log.outcome)
+        word = outcome_word(log.outcome)
+        if log.outcome == WAITING:  # the wait is over once answered or cancelled
+            word = "answered" if answered else (
+                "cancelled" if info["runStatus"] == RunStatus.CANCELLED else word)
         rows.append((log.node_id, word, took, log.kind))
     if not rows:
         return ["  steps: none yet"]
@@ -149,6 +152,8 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
             next_steps(status, run_id, None, project))
     error = error_text(info.get("errorCode"), info.get("error"))
     if not bundle.exists():
+        if queue == QueueState.CANCELLED:
+            return ["  cancelled before it started; start the workflow again to run it"]
         return [f"  {state}: {error}",
                 "  it never started, so there is nothing to fork: start the workflow again"]
     if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
@@ -156,9 +161,11 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         lines = [f"  {state}" + (f" at {where}" if where else "") + f": {error}"]
         return lines + _commands(next_steps(status, run_id, where, project, fork_from=where))
     # Cancelled, or ended by the queue while the bundle never heard of it.
-    lines = [f"  {state}: {error}"]
-    return lines + _commands([("run it again from a node",
-                               fork_command(project, run_id, status, None))])
+    lines = [f"  {state}: {error}" if status != RunStatus.CANCELLED else
+             "  cancelled" + (f": {info['error']}" if info.get("error") else "")]
+    lines += _commands([("run it again from a node", fork_command(project, run_id, status, None))])
+    nodes = list(_kinds(bundle))
+    return lines + ([f"  its nodes: {', '.join(nodes)}"] if nodes else [])
 
 
 def _commands(steps: list[tuple[str, str]]) -> list[str]:

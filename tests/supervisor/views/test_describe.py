@@ -147,3 +147,19 @@ def test_a_reserved_run_names_the_activate_command_not_the_host(cli: Harness) ->
     text = _status(cli, run_id)
     assert "reserved for its session" in text and "host" not in text
     assert _command(cli, text, "start it")[:3] == ["activate", "--session", "s1"]
+
+
+def test_a_run_cancelled_while_it_waited_names_a_fork_from_one_of_its_nodes(
+        cli: Harness) -> None:
+    cli.write("check", CHECK)
+    run_id = cli.launch("check", {})
+    assert cli.execute(run_id).outcome == "waiting"
+    assert run_cli("cancel", run_id, "--project", str(cli.project)).returncode == 0
+    text = _status(cli, run_id)
+    assert "  cancelled: cancelled while waiting\n" in text and "it failed" not in text
+    assert "    approve  cancelled" in text and "waiting for an answer" not in text
+    assert "  its nodes: draft, approve, build\n" in text
+    words = _command(cli, text, "run it again from a node")
+    assert words[:4] == ["fork", run_id, "--from", "NODE"]
+    forked = _paste(cli, [w.replace("NODE", "approve") for w in words])
+    assert forked.returncode == 0, forked.stderr
