@@ -29,6 +29,7 @@ from ...protocol.runstate import RunState, new_state
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, QueueState, RunStatus, seen_status
 from ...protocol.store import QueueRow, Store
 from ..views.nextcmd import FAILED_STATUSES, SETTLE_EVENTS, answered_advice, failed_node
+from ..views.wording import cli
 from .launch import run_source
 
 
@@ -149,16 +150,17 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
     return Carried(outputs, results, steps, last)
 
 
-def _settled(row: QueueRow, final: RunState) -> None:
+def _settled(row: QueueRow, final: RunState, project: Path | None = None) -> None:
     run_id = row.run_id
     if row.state not in TERMINAL:
         raise UsageError(f"run {run_id} is {row.state}; only a run that has ended can be"
                          " forked: wait for it, or cancel it first", code="not_settled")
     # A wait closed by `cancel` is over: such a run is forked like a cancelled one.
     if seen_status(row.state, final.get("status"), row.cancel_requested) == RunStatus.WAITING:
+        answer = cli(project, "answer", run_id, blank='"your answer"')
         raise UsageError(f"run {run_id} waits at checkpoint {final.get('waitingNode')!r}; a"
-                         f" waiting run is answered (`pi-workflows answer {run_id} ...`), not"
-                         " forked", code="run_waiting")
+                         f" waiting run is answered (`{answer}`), not forked",
+                         code="run_waiting")
 
 
 def _load(row: QueueRow, manifest: dict[str, Any]) -> LoadedWorkflow:
@@ -205,7 +207,7 @@ def _choose(row: QueueRow, final: RunState, events: list[dict[str, Any]],
 
 
 def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
-              force: bool = False) -> ForkPlan:
+              force: bool = False, project: Path | None = None) -> ForkPlan:
     """Every check of a fork, before anything is written."""
     bundle = Bundle(runs_dir, row.run_id)
     if not bundle.exists():
@@ -214,7 +216,7 @@ def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
         raise UsageError(f"run {row.run_id} never started (it has no bundle), so there is"
                          " nothing to fork; start the workflow again", code="bundle_missing")
     final = bundle.state()
-    _settled(row, final)
+    _settled(row, final, project)
     manifest = bundle.manifest()
     loaded = _load(row, manifest)
     mismatch = _mismatch(manifest, loaded)
@@ -258,7 +260,7 @@ def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None,
         # command that works on the chain's live end.
         raise UsageError(answered_advice(store, runs_dir, row, answered, verb="fork",
                                          project=project), code="run_answered")
-    plan = plan_fork(runs_dir, row, from_node, force=force)
+    plan = plan_fork(runs_dir, row, from_node, force=force, project=project)
     lay_out(store, runs_dir, plan, fsync=fsync)
     queued = store.enqueue_detached(plan.run_id, run_source(plan.loaded), None,
                                     notify_session=notify_session,

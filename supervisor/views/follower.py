@@ -4,7 +4,7 @@ Owns reading the complete JSON lines appended to a bundle's files since the
 last look (from remembered byte offsets, surviving a trace a resume rewrote
 shorter and a torn last line), merging them in time order, and the plain
 one-line wording of each trace event and captured agent event. Reading
-never writes anything. Imports ``protocol`` only.
+never writes anything. Imports ``protocol`` and ``views.wording`` (a command line).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .wording import cli
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -169,9 +170,9 @@ class TraceFollower:
             return None
 
 
-def ended_without_bundle(row: QueueRow) -> str:
+def ended_without_bundle(row: QueueRow, project: Path | None = None) -> str:
     """Why a run the queue ended has no settled bundle to show (its error, from the queue)."""
     if row.error_code is None:
         return (f"{row.state}, but the run's bundle is missing or unreadable; see"
-                f" `pi-workflows status {row.run_id}`")
+                f" `{cli(project, 'status', row.run_id)}`")
     return f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip()
