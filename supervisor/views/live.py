@@ -36,6 +36,7 @@ from ...protocol.store import QueueRow
 from .follower import Item, TraceFollower
 from .nextcmd import fork_default, next_steps
 from .wording import (
+    cli,
     duration_text,
     effect_note,
     error_text,
@@ -254,8 +255,9 @@ class LiveView:
     def _output(self, record: dict[str, Any]) -> None:
         stream = str(record.get("stream"))
         if record.get("truncated"):
-            self.tail.append(Text(f"… more {stream} is not shown here; `pi-workflows logs`"
-                                  " has what the step kept", style="dim"))
+            logs = cli(self.project, "logs", *(w for w in (self.run_id, self.current) if w))
+            self.tail.append(Text(f"… more {stream} is not shown here; `{logs}` has what the"
+                                  " step kept", style="dim"))
             return
         text = self.partial.pop(stream, "") + str(record.get("text", ""))
         *lines, rest = text.split("\n")
