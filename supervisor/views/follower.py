@@ -27,11 +27,21 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _head(event: dict[str, Any]) -> str:
+    at = time.strftime("%H:%M:%S", time.localtime(int(event.get("at", 0)) / 1000))
+    return f"{at} #{event.get('seq')}"
+
+
+def taken_up(event: dict[str, Any]) -> str:
+    """The line of a fork's first resume boundary: a runner taking the fork up, not a
+    recovery from an interruption."""
+    return f"{_head(event)} fork taken up at {(event.get('payload') or {}).get('resumePoint')}"
+
+
 def describe(event: dict[str, Any]) -> str:
     """One line for a person; unknown event types are shown by name only."""
     kind, node, p = event.get("type", "?"), event.get("nodeId"), event.get("payload") or {}
-    at = time.strftime("%H:%M:%S", time.localtime(int(event.get("at", 0)) / 1000))
-    head = f"{at} #{event.get('seq')}"
+    head = _head(event)
     result = p.get("result") or {}
     error = p.get("error")
     if isinstance(error, dict):  # terminal events carry {code, message}

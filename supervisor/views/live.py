@@ -98,6 +98,7 @@ class LiveView:
         self.failed_node: str | None = None
         self.told: set[str] = set()  # notify messages already printed
         self.fork_start = False  # the next resume boundary is a fork starting, not a recovery
+        self.answered = False  # its wait already has a continuation
         self._drawn = 0.0
 
     # ---- the RunView protocol -----------------------------------------
@@ -116,7 +117,9 @@ class LiveView:
             self._take(item)
         self._draw()
 
-    def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
+    def end(self, follower: TraceFollower, row: QueueRow | None, *,
+            answered: bool = False) -> None:
+        self.answered = answered
         self.show(follower)
         status = follower.status()
         if row is not None:  # a wait closed by `cancel` reads cancelled
@@ -356,6 +359,9 @@ class LiveView:
             final = state.get("finalOutput")
             if notify_message(final) not in self.told:  # a message is not told twice
                 self._print(Text(person_text(final)))
+        elif status == RunStatus.WAITING and self.answered:
+            self._print(Text(f"✓ answered at {state.get('waitingNode')}", style="bold green"))
+            return  # the caller names the run the chain goes on in
         elif status == RunStatus.WAITING:
             summary = (state.get("waitingOutput") or {}).get("summary")
             self._print(Text(f"? waiting for an answer at {state.get('waitingNode')}",

@@ -4,7 +4,7 @@ Owns the watch loop: show what the run wrote (through a
 ``supervisor.views.runview`` view), poll its queue row, and turn how it
 ended into the command's exit code. Watching never writes anything: closing
 the view changes nothing about the run. Imports ``protocol`` and the views'
-follower, view protocol and wording.
+follower, view protocol, wording and next commands.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ...protocol.errors import ExitCode
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code, seen_status
 from ...protocol.store import Store
 from .follower import TraceFollower, ended_without_bundle
+from .nextcmd import chain_end
 from .runview import RunView, as_view
 from .wording import cli
 
@@ -40,7 +41,12 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
         status = follower.status()
         if row.state in TERMINAL:
             shown.show(follower)  # the bundle settles before the queue: its last events
-            shown.end(follower, row)
+            child = store.continuation_of(run_id)
+            shown.end(follower, row, answered=child is not None)
+            if child is not None:
+                end = chain_end(store, child).run_id
+                shown.say(f"answered: the chain goes on as {end}; follow it with"
+                          f" `{cli(project, 'watch', end)}`")
             if status not in SETTLED_STATUSES:
                 shown.say(ended_without_bundle(row, project))
             seen = seen_status(row.state, status, row.cancel_requested)

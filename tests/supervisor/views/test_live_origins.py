@@ -113,3 +113,36 @@ def test_the_plain_lines_say_a_fork_and_a_continuation_where_they_come_from(
                           " approve, draft")
     first = TraceFollower(h.bundle(child)).lines()[0]
     assert first.endswith(f"run_started: continues {parent} at approve")
+
+
+def test_watch_of_an_answered_run_follows_the_chain_instead_of_asking_for_an_answer(
+        h: Harness) -> None:
+    from pi_workflows.supervisor.views.watch import watch
+
+    h.write("check", CHECK)
+    parent = h.launch("check", {})
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "yes")
+    plain: list[str] = []
+    watch(h.store, h.runs, parent, echo=plain.append, poll_s=0.01)
+    said = f"answered: the chain goes on as {child}; follow it with `pi-workflows watch {child}`"
+    assert plain[-1] == said
+    out = io.StringIO()
+    view = LiveView(console=Console(file=out, force_terminal=True, width=200,
+                                    color_system=None, highlight=False))
+    watch(h.store, h.runs, parent, view=view, poll_s=0.01)
+    text = ESC.sub("", out.getvalue()).replace("\r", "")
+    assert "✓ answered at approve" in text and said in text
+    assert "pi-workflows answer" not in text and "waiting for an answer" not in text
+
+
+def test_the_plain_view_says_a_fork_was_taken_up_not_resumed(h: Harness) -> None:
+    from pi_workflows.supervisor.views.runview import PlainView
+
+    _, child = _completed_chain(h)
+    _, row = fork_run(h.store, h.runs, h.row(child), "build", fsync="never")
+    assert h.execute(row.run_id).outcome == "completed"
+    lines: list[str] = []
+    PlainView(lines.append).show(TraceFollower(h.bundle(row.run_id)))
+    assert lines[1].endswith("#2 fork taken up at build")
+    assert not any("resumed at" in line for line in lines)
