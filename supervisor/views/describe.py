@@ -20,11 +20,11 @@ from typing import Any
 
 from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
-from ...protocol.states import CLAIMED, QueueState, RunStatus
+from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from .nextcmd import fork_command, fork_default, next_steps
 from .status import chain_lines, shown_state, status_line, status_with_chain
-from .steplogs import RUNNING, WAITING, read_steps
+from .steplogs import INTERRUPTED, RUNNING, WAITING, read_steps
 from .timefmt import duration
 from .wording import cli, error_text, outcome_word, person_text
 
@@ -76,7 +76,10 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int) -> list[str]:
         rows += [(node, "carried", "", f"{kinds.get(node, '')}  (from {origin})".lstrip())
                  for node in state.get("results") or {} if node not in ran]
     answered = bool(info.get("continuedBy"))
+    owned = info["queueState"] in CLAIMED
     for log in logs:
+        if log.outcome == RUNNING and not owned:
+            log.outcome = INTERRUPTED  # no runner holds it: its worker is gone
         end = log.ended_at if log.ended_at is not None else (
             now_ms if log.outcome == RUNNING else None)
         took = "" if end is None else duration(end - log.started_at)
@@ -156,13 +159,14 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
             return ["  cancelled before it started; start the workflow again to run it"]
         return [f"  {state}: {error}",
                 "  it never started, so there is nothing to fork: start the workflow again"]
+    if status not in SETTLED_STATUSES:  # the queue ended it and the bundle never heard
+        status = RunStatus.FAILED if queue == QueueState.FAILED else RunStatus.CANCELLED
     if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
         where = fork_default(bundle)
-        lines = [f"  {state}" + (f" at {where}" if where else "") + f": {error}"]
+        word = str(status).replace("_", " ")
+        lines = [f"  {word}" + (f" at {where}" if where else "") + f": {error}"]
         return lines + _commands(next_steps(status, run_id, where, project, fork_from=where))
-    # Cancelled, or ended by the queue while the bundle never heard of it.
-    lines = [f"  {state}: {error}" if status != RunStatus.CANCELLED else
-             "  cancelled" + (f": {info['error']}" if info.get("error") else "")]
+    lines = ["  cancelled" + (f": {info['error']}" if info.get("error") else "")]
     lines += _commands([("run it again from a node", fork_command(project, run_id, status, None))])
     nodes = list(_kinds(bundle))
     return lines + ([f"  its nodes: {', '.join(nodes)}"] if nodes else [])
@@ -177,7 +181,8 @@ def _running(info: dict[str, Any], project: Path | None) -> list[str]:
     if info.get("cancelRequested"):
         head = "  cancel requested: the step in progress is being stopped"
     else:
-        head = "  running" + (f" at {info['currentNode']}" if info.get("currentNode") else "")
+        where = f" at {info['currentNode']}" if info.get("currentNode") else ""
+        head = f"  {info['queueState']}{where}"  # starting or running
     return [head, f"  follow it: {cli(project, 'watch', run_id)}"]
 
 

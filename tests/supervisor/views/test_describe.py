@@ -14,7 +14,7 @@ import pytest
 from pi_workflows.protocol.store import Store
 
 from tests.helpers.cli import CliResult, run_cli
-from tests.helpers.engine import Harness
+from tests.helpers.engine import Crash, Harness, crash_on
 from tests.helpers.store import put_in_state
 
 pytestmark = pytest.mark.timeout(60)
@@ -163,3 +163,21 @@ def test_a_run_cancelled_while_it_waited_names_a_fork_from_one_of_its_nodes(
     assert words[:4] == ["fork", run_id, "--from", "NODE"]
     forked = _paste(cli, [w.replace("NODE", "approve") for w in words])
     assert forked.returncode == 0, forked.stderr
+
+
+def test_a_run_the_queue_failed_mid_step_is_told_as_failed_with_a_fork_that_works(
+        cli: Harness) -> None:
+    cli.write("broken", BROKEN)
+    run_id = cli.launch("broken", {})
+    with pytest.raises(Crash):  # the worker dies once build has started
+        cli.execute(run_id, engine_hook=lambda e: crash_on(e, "node_started", node_id="build",
+                                                            after=True))
+    token = cli.row(run_id).claim_token
+    assert token is not None
+    cli.store.fail(run_id, token, "crash_loop", "the worker kept crashing")  # as a host would
+    text = _status(cli, run_id)
+    assert "  failed at build: the worker kept crashing [crash_loop]" in text
+    assert "    build  interrupted" in text and "cancelled" not in text
+    forked = _paste(cli, _command(cli, text, "run it again from there"))
+    assert forked.returncode == 0, forked.stderr
+    assert cli.row(forked.stdout.strip()).fork_node == "build"
