@@ -37,8 +37,9 @@ def wake_host(store: Store, paths: Paths) -> None:
     poke(paths.state_dir)
     if not host_running(store):
         with contextlib.suppress(OSError):
+            start = cli(paths.project, "host", "--background")
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
-                             " start one with `pi-workflows host --background`\n")
+                             f" start one with `{start}`\n")
 
 
 def prepare(settings: SettingsLike, paths: Paths, name: str, raw: Any) -> Prepared:

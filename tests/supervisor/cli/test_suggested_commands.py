@@ -83,3 +83,18 @@ def test_chat_of_a_running_run_suggests_watch_with_its_project(cli: Harness) -> 
     (command,) = SUGGESTED.findall(refused)
     assert shlex.split(command)[1:3] == ["watch", run_id]
     assert shlex.split(command)[-2:] == ["--project", str(cli.project)]
+
+
+def test_an_unknown_run_suggests_the_listing_of_its_project(cli: Harness) -> None:
+    _waiting(cli)
+    refused = _refused(cli, "fork", "feedf00d")
+    listed = _pasted(cli, refused)
+    assert listed.returncode == 0 and "check" in listed.stdout
+
+
+def test_queueing_with_no_host_names_the_host_command_of_its_project(cli: Harness) -> None:
+    run_id = _waiting(cli)
+    answered = run_cli("answer", run_id, "yes", "--project", str(cli.project), cwd=cli.root)
+    assert answered.returncode == 0
+    (command,) = SUGGESTED.findall(answered.stderr)
+    assert shlex.split(command)[1:] == ["host", "--background", "--project", str(cli.project)]
