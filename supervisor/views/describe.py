@@ -39,7 +39,7 @@ def describe(store: Store, row: QueueRow, runs_dir: Path, now_ms: int,
     info = status_with_chain(store, row, runs_dir)
     bundle = Bundle(runs_dir, row.run_id)
     lines = [status_line(info, now_ms), *_when(info, now_ms), *chain_lines(info)]
-    lines += _steps(bundle, info, now_ms)
+    lines += _steps(bundle, info, now_ms, project)
     lines += _block(info, row, bundle, project)
     return lines
 
@@ -60,7 +60,8 @@ def _when(info: dict[str, Any], now_ms: int) -> list[str]:
     return [text]
 
 
-def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int) -> list[str]:
+def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int,
+           project: Path | None) -> list[str]:
     if not bundle.exists():
         return []
     try:
@@ -78,13 +79,14 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int) -> list[str]:
     answered = bool(info.get("continuedBy"))
     owned = info["queueState"] in CLAIMED
     for log in logs:
-        if log.outcome == RUNNING and not owned:
-            log.outcome = INTERRUPTED  # no runner holds it: its worker is gone
+        outcome = log.outcome
+        if outcome == RUNNING and not owned:
+            outcome = INTERRUPTED  # no runner holds it: its worker is gone
         end = log.ended_at if log.ended_at is not None else (
-            now_ms if log.outcome == RUNNING else None)
+            now_ms if outcome == RUNNING else None)
         took = "" if end is None else duration(end - log.started_at)
-        word = outcome_word(log.outcome)
-        if log.outcome == WAITING:  # the wait is over once answered or cancelled
+        word = outcome_word(outcome)
+        if outcome == WAITING:  # the wait is over once answered or cancelled
             word = "answered" if answered else (
                 "cancelled" if info["runStatus"] == RunStatus.CANCELLED else word)
         rows.append((log.node_id, word, took, log.kind))
@@ -92,8 +94,8 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int) -> list[str]:
         return ["  steps: none yet"]
     lines = ["  steps:"]
     if len(rows) > MAX_STEPS:
-        lines.append(f"    … {len(rows) - MAX_STEPS} earlier steps"
-                     f" (`pi-workflows logs {info['runId']}` has every one)")
+        every = cli(project, "logs", info["runId"])
+        lines.append(f"    … {len(rows) - MAX_STEPS} earlier steps (`{every}` has every one)")
         rows = rows[-MAX_STEPS:]
     width = max(len(node) for node, *_ in rows)
     words = max(len(word) for _, word, *_ in rows)

@@ -181,3 +181,26 @@ def test_a_run_the_queue_failed_mid_step_is_told_as_failed_with_a_fork_that_work
     forked = _paste(cli, _command(cli, text, "run it again from there"))
     assert forked.returncode == 0, forked.stderr
     assert cli.row(forked.stdout.strip()).fork_node == "build"
+
+
+MANY = """
+workflow = define_workflow(
+    start_at="n0",
+    nodes=[compute(f"n{i}", lambda ctx: 1) for i in range(45)],
+    edges=[edge(f"n{i}", f"n{i + 1}") for i in range(44)],
+)
+"""
+
+
+def test_a_long_run_shows_its_last_steps_and_names_the_logs_of_all_of_them(
+        cli: Harness) -> None:
+    cli.write("many", MANY)
+    run_id = cli.launch("many", {})
+    assert cli.execute(run_id).outcome == "completed"
+    lines = _status(cli, run_id).splitlines()
+    steps = [line.split()[0] for line in lines if line.startswith("    n")]
+    assert steps == [f"n{i}" for i in range(5, 45)]
+    (hint,) = [line for line in lines if "earlier steps" in line]
+    assert hint.startswith("    … 5 earlier steps")
+    every = run_cli(*shlex.split(hint.split("`")[1])[1:], cwd=cli.root)
+    assert every.returncode == 0 and "=== n0 (" in every.stdout
