@@ -202,5 +202,6 @@ def test_a_long_run_shows_its_last_steps_and_names_the_logs_of_all_of_them(
     assert steps == [f"n{i}" for i in range(5, 45)]
     (hint,) = [line for line in lines if "earlier steps" in line]
     assert hint.startswith("    … 5 earlier steps")
+    assert f"logs {run_id} --project {cli.project}`" in hint  # named from outside the project
     every = run_cli(*shlex.split(hint.split("`")[1])[1:], cwd=cli.root)
     assert every.returncode == 0 and "=== n0 (" in every.stdout
