@@ -98,3 +98,10 @@ def test_queueing_with_no_host_names_the_host_command_of_its_project(cli: Harnes
     assert answered.returncode == 0
     (command,) = SUGGESTED.findall(answered.stderr)
     assert shlex.split(command)[1:] == ["host", "--background", "--project", str(cli.project)]
+
+
+def test_validate_of_an_unknown_name_suggests_the_listing_of_its_project(cli: Harness) -> None:
+    cli.write("check", CHECK)
+    refused = _refused(cli, "validate", "chekc")
+    listed = _pasted(cli, refused)
+    assert listed.returncode == 0 and "check" in listed.stdout
