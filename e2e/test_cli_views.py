@@ -77,12 +77,15 @@ def test_short_ids_filters_and_a_chain_read_as_one_run(project: Project) -> None
              diag=lambda: project.diagnose([parent, child]))
     lines = show("status", _hex(parent)).splitlines()
     assert lines[0].startswith(f"{parent}  review  answered -> {child}  (")
-    assert lines[1:] == ["  chain of 2 runs (one logical run):",
-                         f"    1. {parent}  answered  <- this run",
-                         f"    2. {child}  completed"]
+    assert lines[1].startswith("  started ") and "took" in lines[1]
+    assert lines[2:5] == ["  chain of 2 runs (one logical run):",
+                          f"    1. {parent}  answered  <- this run",
+                          f"    2. {child}  completed"]
+    assert lines[-1].startswith(f"  answered: the chain goes on as {child} (completed)")
     lines = show("status", _hex(child)).splitlines()
     assert lines[0].startswith(f"{child}  review  completed  (") and "took" in lines[0]
-    assert lines[2:] == [f"    1. {parent}  answered", f"    2. {child}  completed  <- this run"]
+    assert lines[3:5] == [f"    1. {parent}  answered", f"    2. {child}  completed  <- this run"]
+    assert "  output:" in lines and f"every step's output: pi-workflows logs {child}" in lines[-1]
     info = json.loads(project.cli("status", child, "--json").stdout)
     assert info["parentRunId"] == parent and info["continuedBy"] is None
     assert [(m["runId"], m["state"]) for m in info["chain"]] == [

@@ -100,7 +100,8 @@ def test_background_host_outlives_its_terminal_and_serves_runs(project: Project)
     again = project.cli("host", "--background", check=False)
     assert again.returncode == 2 and again.stdout == ""
     assert again.stderr == (f"pi-workflows: error: a host is already running for this project"
-                            f" (pid {pid}); stop it with `pi-workflows host --stop`\n")
+                            f" (pid {pid}); stop it with `pi-workflows host --stop --project"
+                            f" {project.root}`\n")  # named from outside the project
     stopped = project.cli("host", "--stop")
     assert f"stopped pid {pid}" in stopped.stdout
     assert not is_same_process(pid, start)

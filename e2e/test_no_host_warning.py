@@ -15,19 +15,20 @@ from pi_workflows import define_workflow, compute
 
 workflow = define_workflow(start_at="a", nodes=[compute("a", lambda ctx: {"a": 1})])
 """
+# Called from outside the project: the command names it.
 WARNING = ("pi-workflows: queued; no host is running for this project: start one with"
-           " `pi-workflows host --background`\n")
+           " `pi-workflows host --background --project {root}`\n")
 
 
 @pytest.mark.timeout(90)
 def test_run_detach_warns_without_a_host_and_not_with_one(project: Project) -> None:
     project.write_workflow("flow", FLOW)
     alone = project.cli("run", "flow", "--detach", "--json")
-    assert alone.stderr == WARNING
+    assert alone.stderr == WARNING.format(root=project.root)
     assert json.loads(alone.stdout)["state"] == "queued"  # stdout stays machine-readable
     project.start_host()
     hosted = project.cli("run", "flow", "--detach")
-    assert WARNING not in hosted.stderr
+    assert "no host is running" not in hosted.stderr
 
 
 ASK = """
@@ -44,13 +45,13 @@ def test_answer_and_resume_warn_without_a_host(project: Project) -> None:
     waiting = project.cli("run", "ask", "--json", check=False)
     assert waiting.returncode == 3, waiting.stderr
     answered = project.cli("answer", json.loads(waiting.stdout)["runId"], "yes")
-    assert answered.stderr == WARNING
+    assert answered.stderr == WARNING.format(root=project.root)
     with project.store() as store:  # a run some runner parked
         (run,) = project.enqueue(store, "flow")
         claim = store.claim_by_id(run, "gone-runner")
         store.mark_running(run, claim.token)
         store.park(run, claim.token)
-    assert project.cli("resume", run).stderr == WARNING
+    assert project.cli("resume", run).stderr == WARNING.format(root=project.root)
 
 
 @pytest.mark.timeout(90)

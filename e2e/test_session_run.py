@@ -141,5 +141,6 @@ def test_a_second_ctrl_c_says_the_step_was_cut_short_and_what_fork_will_do(
            " again by itself" in out
     assert (f"stopped at once: step deploy was cut short, so its effect is indeterminate"
             f" and the run will not repeat it by itself; once the run has ended,"
-            f" `pi-workflows fork {run_id} --from deploy` runs it again") in out
+            f" `pi-workflows fork {run_id} --from deploy --project {project.root}` runs it"
+            " again") in out  # started from elsewhere: the command names its project
     assert project.row(run_id).state == "parked"

@@ -172,6 +172,6 @@ def test_logs_show_each_step_in_order_filter_by_node_and_follow_a_running_run(
     assert unknown.returncode == 2 and unknown.stdout == ""
     [line] = unknown.stderr.strip().splitlines()
     assert line.startswith("pi-workflows: error: no run nosuchrun in project ")
-    assert "`pi-workflows list`" in line
+    assert f"`pi-workflows list --project {project.root}`" in line  # pasted from here, it works
     bad_node = project.cli("logs", run, "three", check=False)
     assert bad_node.returncode == 2 and "has no node 'three'" in bad_node.stderr

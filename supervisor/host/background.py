@@ -7,8 +7,9 @@ output appended to ``<logDir>/host.log``, 0600) and waiting, bounded, until
 its lock file says that very process is ready, or reporting the error line
 it exited with; and stopping one (SIGTERM, which drains, then waiting for it
 to exit). Signals go through a pidfd where the kernel has them, so the
-process that was checked is the one signalled. Imports ``protocol`` and
-``supervisor.host.lock``; never the worker.
+process that was checked is the one signalled. Imports ``protocol``,
+``supervisor.host.lock`` and ``views.wording`` (the commands it names); never
+the worker.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ...protocol.errors import ExitCode, PiWorkflowsError
 from ...protocol.liveness import is_same_process
 from ...protocol.paths import Paths, ensure_private_dir
 from ...protocol.spawn import DEVNULL, spawn
+from ..views.wording import cli
 from .lock import HostLock, HostLockHeld
 
 HOST_LOG = "host.log"
@@ -124,7 +126,7 @@ def start_background(paths: Paths, argv: Sequence[str], *,
     """
     if (running := find_host(paths)) is not None:
         raise HostLockHeld(f"a host is already running for this project (pid {running.pid});"
-                           " stop it with `pi-workflows host --stop`")
+                           f" stop it with `{cli(paths.project, 'host', '--stop')}`")
     fd, log = _open_log(paths.log_dir)
     try:
         offset = os.fstat(fd).st_size
@@ -153,7 +155,8 @@ def start_background(paths: Paths, argv: Sequence[str], *,
         if time.monotonic() >= deadline:
             raise HostDidNotStart(
                 f"the host (pid {proc.pid}) is not ready after {timeout:g} s and is left"
-                f" running; see {log}, or stop it with `pi-workflows host --stop`")
+                f" running; see {log}, or stop it with"
+                f" `{cli(paths.project, 'host', '--stop')}`")
         time.sleep(POLL_S)
 
 
@@ -215,7 +218,7 @@ def stop_host(paths: Paths, *, timeout: float) -> RunningHost | None:
         if not _exited(host, pidfd, timeout):
             raise HostDidNotStop(
                 f"the host (pid {host.pid}) is still running {timeout:g} s after SIGTERM"
-                " (draining?); `pi-workflows host --stop` again stops it at once,"
+                f" (draining?); `{cli(paths.project, 'host', '--stop')}` again stops it at once,"
                 f" or `kill -KILL {host.pid}` (its runs resume later)")
     finally:
         if pidfd is not None:

@@ -5,7 +5,8 @@ host, free disk) and their levels: ``ok``, ``info`` (a neutral fact, such
 as no store yet), ``warn`` and ``fail``. Every check only reads: the store
 is inspected read-only (never created, never tightened), the host lock is
 read from the kernel's lock table rather than locked, and ``pi --version``
-is the only process started. Imports ``protocol`` and psutil.
+is the only process started. Imports ``protocol``, psutil and ``views.wording``
+(the commands a check names).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ...protocol.pibin import PiUnavailable, find_pi
 from ...protocol.settingspec import SettingsLike
 from ...protocol.spawn import PIPE, TimeoutExpired, signal_group, spawn
 from ...protocol.store import check_layout, sqlite_version
+from ..views.wording import cli
 
 LOW_DISK_BYTES = 100 * 1024 * 1024
 PI_TIMEOUT_S = 15.0
@@ -195,7 +197,7 @@ def check_host(paths: Paths) -> Check:
     pid = lock_holder(paths.host_lock)
     if pid is None:
         return Check("host", "info", "no host is running for this project (queued runs wait:"
-                     " start one with `pi-workflows host`)")
+                     f" start one with `{cli(paths.project, 'host', '--background')}`)")
     try:
         details = json.loads(paths.host_lock.read_text() or "{}")
     except (OSError, ValueError):
@@ -211,8 +213,9 @@ def check_disk(paths: Paths) -> Check:
     free = shutil.disk_usage(probe).free
     size = f"{free / (1 << 30):.1f} GB" if free >= 1 << 30 else f"{free / (1 << 20):.0f} MB"
     if free < LOW_DISK_BYTES:
+        gc = cli(paths.project, "gc", "--older-than", blank="DURATION")
         return Check("disk", "warn", f"only {size} free on the filesystem of {probe};"
-                     " the store and bundles need room (`pi-workflows gc` frees old runs)")
+                     f" the store and bundles need room (`{gc}` frees old runs)")
     return Check("disk", "ok", f"{size} free on the filesystem of {probe}")
 
 

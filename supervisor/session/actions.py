@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 from typing import Any
 
 from ...protocol.definitions.discovery import resolve_for
@@ -24,6 +25,7 @@ from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import QueueRow, Store, open_store
 from ...protocol.wakeup import poke
 from ..views.runref import existing_row, project_store, resolve_run
+from ..views.wording import cli
 from . import cancel
 from .launch import Prepared, prepare_continuation, prepare_run
 from .runinput import json_input, require_utf8
@@ -35,8 +37,9 @@ def wake_host(store: Store, paths: Paths) -> None:
     poke(paths.state_dir)
     if not host_running(store):
         with contextlib.suppress(OSError):
+            start = cli(paths.project, "host", "--background")
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
-                             " start one with `pi-workflows host --background`\n")
+                             f" start one with `{start}`\n")
 
 
 def prepare(settings: SettingsLike, paths: Paths, name: str, raw: Any) -> Prepared:
@@ -79,25 +82,27 @@ def answer(settings: SettingsLike, paths: Paths, text: str, value: Any, *, force
     """(the answered run's id, its continuation's row)."""
     with project_store(settings, paths) as store:
         run = resolve_run(store, text, paths)
-        _not_answered(store, run)
+        _not_answered(store, run, paths.project)
         prepared = prepare_continuation(paths.runs_dir, run, value, force=force)
         try:
             row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
                                          parent_run_id=run, notify_session=owner)
         except ConflictError as exc:
             if exc.code == "continuation_exists":
-                _not_answered(store, run)  # answered meanwhile: name that continuation
+                # Answered meanwhile: name that continuation.
+                _not_answered(store, run, paths.project)
             raise
         wake_host(store, paths)
     return run, row
 
 
-def _not_answered(store: Store, run: str) -> None:
+def _not_answered(store: Store, run: str, project: Path) -> None:
     child = store.continuation_of(run)
     if child is not None:
         raise ConflictError(f"run {run} was already answered: its continuation is"
-                            f" {child.run_id} ({child.state}); see `pi-workflows status"
-                            f" {child.run_id}`", code="continuation_exists")
+                            f" {child.run_id} ({child.state}); see"
+                            f" `{cli(project, 'status', child.run_id)}`",
+                            code="continuation_exists")
 
 
 def cancel_run(settings: SettingsLike, paths: Paths, text: str, *,
@@ -107,7 +112,8 @@ def cancel_run(settings: SettingsLike, paths: Paths, text: str, *,
         row = existing_row(store, text, paths)
         run = row.run_id
         was_waiting = row.state == QueueState.DONE
-        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync)
+        row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync,
+                             project=paths.project)
         poke(paths.state_dir)
         result = cancel.Cancelled(row, None)
         if not no_wait:

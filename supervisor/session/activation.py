@@ -27,6 +27,7 @@ from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import Claim, QueueRow, Store
 from ..procs.oslayer import OsLayer
 from ..views.runview import RunView
+from ..views.wording import cli
 from .actions import reserve
 from .launch import Prepared
 from .runner import Echo, SessionRunner, session_runner
@@ -92,13 +93,15 @@ def _claim(store: Store, paths: Paths, session: str,
             row = store.requeue_expired_starting(row.run_id)
         except TransitionRefused:
             return _nothing(f"run {row.run_id} of session {session} is starting in another"
-                            " process; `pi-workflows status --session` shows it")
+                            f" process; `{cli(paths.project, 'status', '--session', session)}`"
+                            " shows it")
     try:
         return store.claim_by_id(row.run_id, runner.runner_id, session=session)
     except (TransitionRefused, ConflictError) as exc:
         if row.state in CLAIMED or exc.code == "claimed_elsewhere":
             return _nothing(f"run {row.run_id} of session {session} is already {row.state}"
-                            f" elsewhere; `pi-workflows watch {row.run_id}` follows it")
+                            f" elsewhere; `{cli(paths.project, 'watch', row.run_id)}` follows"
+                            " it")
         return _nothing(f"run {row.run_id} was taken by another activation meanwhile")
 
 

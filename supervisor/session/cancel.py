@@ -5,8 +5,9 @@ Owns the one decision of what ``cancel`` does to a run: a queued, starting
 first); a running one gets the store's cancel flag and its worker a nudge,
 so it stops within about a second (the node in progress gets its stop
 signal, and no node starts after it); a run waiting at a checkpoint has
-its wait closed (``Store.close_wait``). Imports ``protocol`` and
-``supervisor.session.nudge``; never the worker.
+its wait closed (``Store.close_wait``); an answered one is refused, naming
+the chain's live end. Imports ``protocol``, ``supervisor.session.nudge`` and
+``views.nextcmd``; never the worker.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ...protocol.errors import ClaimLost, TransitionRefused
 from ...protocol.settle import cancel_parked
 from ...protocol.states import CLAIMED, QueueState, RunStatus, seen_status
 from ...protocol.store import QueueRow, Store
+from ..views.nextcmd import answered_advice
 from .nudge import nudge_worker
 
 Q = QueueState
@@ -42,8 +44,12 @@ def bundle_status(runs_dir: Path, run_id: str) -> str | None:
         return None
 
 
-def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str) -> QueueRow:
-    """Ask for the cancel; the row right after (a running run may still be running)."""
+def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str,
+            project: Path | None = None) -> QueueRow:
+    """Ask for the cancel; the row right after (a running run may still be running).
+
+    ``project`` goes into a command the refusal suggests (``--project``).
+    """
     run_id = row.run_id
     if row.state == Q.RUNNING or (row.state == Q.STARTING
                                   and Bundle(runs_dir, run_id).exists()):
@@ -60,6 +66,11 @@ def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str) -> Queue
             nudge_worker(runs_dir, run_id)
             return row
     if row.state == Q.DONE:
+        child = store.continuation_of(run_id)
+        if child is not None:
+            # An answered wait is over; what still runs is the chain's live end.
+            raise TransitionRefused(answered_advice(store, runs_dir, row, child, verb="cancel",
+                                                    project=project), code="run_answered")
         status = bundle_status(runs_dir, run_id)
         if status != RunStatus.WAITING:
             raise TransitionRefused(f"run {run_id} already {status or 'ended'}; nothing to"

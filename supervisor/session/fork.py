@@ -8,7 +8,8 @@ workflow source (a changed one only when forced, and then recorded), and
 laying the fork's bundle out *before* its queue row exists, so no runner
 ever sees a fork without its bundle: a host then picks it up at the node
 through the ordinary resume protocol. The original's bundle and queue row
-are only read, never written. Imports protocol modules only.
+are only read, never written. Imports protocol modules and ``views.nextcmd``
+(where a run failed, the advice for an answered run).
 """
 
 from __future__ import annotations
@@ -27,10 +28,9 @@ from ...protocol.runid import new_run_id
 from ...protocol.runstate import RunState, new_state
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, QueueState, RunStatus, seen_status
 from ...protocol.store import QueueRow, Store
+from ..views.nextcmd import FAILED_STATUSES, SETTLE_EVENTS, answered_advice, failed_node
+from ..views.wording import cli
 from .launch import run_source
-
-SETTLE_EVENTS = frozenset({"node_finished", "node_failed"})
-FAILED_STATUSES = frozenset({RunStatus.FAILED, RunStatus.TIMED_OUT})
 
 
 @dataclass(frozen=True)
@@ -85,23 +85,6 @@ class Unqueued:
     def verify(self, run_id: str, token: str) -> None:
         if self.store.get(run_id) is not None:
             raise ClaimLost(f"run {run_id} is already queued")
-
-
-def failed_node(events: list[dict[str, Any]]) -> str | None:
-    """Where a failed run failed: an attempt left open, else the node whose failure ended it.
-
-    None when the last node to end finished fine (a routing error, the step
-    limit before the next node): the run failed between nodes.
-    """
-    open_node: str | None = None
-    failed: str | None = None
-    for event in events:
-        if event["type"] == "node_started":
-            open_node = event.get("nodeId")
-        elif event["type"] in SETTLE_EVENTS:
-            open_node = None
-            failed = event.get("nodeId") if event["type"] == "node_failed" else None
-    return open_node or failed
 
 
 def _cut(events: list[dict[str, Any]], node: str) -> tuple[int, int | None]:
@@ -167,16 +150,17 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
     return Carried(outputs, results, steps, last)
 
 
-def _settled(row: QueueRow, final: RunState) -> None:
+def _settled(row: QueueRow, final: RunState, project: Path | None = None) -> None:
     run_id = row.run_id
     if row.state not in TERMINAL:
         raise UsageError(f"run {run_id} is {row.state}; only a run that has ended can be"
                          " forked: wait for it, or cancel it first", code="not_settled")
     # A wait closed by `cancel` is over: such a run is forked like a cancelled one.
     if seen_status(row.state, final.get("status"), row.cancel_requested) == RunStatus.WAITING:
+        answer = cli(project, "answer", run_id, blank='"your answer"')
         raise UsageError(f"run {run_id} waits at checkpoint {final.get('waitingNode')!r}; a"
-                         f" waiting run is answered (`pi-workflows answer {run_id} ...`), not"
-                         " forked", code="run_waiting")
+                         f" waiting run is answered (`{answer}`), not forked",
+                         code="run_waiting")
 
 
 def _load(row: QueueRow, manifest: dict[str, Any]) -> LoadedWorkflow:
@@ -223,7 +207,7 @@ def _choose(row: QueueRow, final: RunState, events: list[dict[str, Any]],
 
 
 def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
-              force: bool = False) -> ForkPlan:
+              force: bool = False, project: Path | None = None) -> ForkPlan:
     """Every check of a fork, before anything is written."""
     bundle = Bundle(runs_dir, row.run_id)
     if not bundle.exists():
@@ -232,7 +216,7 @@ def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
         raise UsageError(f"run {row.run_id} never started (it has no bundle), so there is"
                          " nothing to fork; start the workflow again", code="bundle_missing")
     final = bundle.state()
-    _settled(row, final)
+    _settled(row, final, project)
     manifest = bundle.manifest()
     loaded = _load(row, manifest)
     mismatch = _mismatch(manifest, loaded)
@@ -263,7 +247,7 @@ def lay_out(store: Store, runs_dir: Path, plan: ForkPlan, *, fsync: str = "node"
 
 def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None, *,
              force: bool = False, notify_session: str | None = None,
-             fsync: str = "node") -> tuple[ForkPlan, QueueRow]:
+             fsync: str = "node", project: Path | None = None) -> tuple[ForkPlan, QueueRow]:
     """Check, lay out the bundle, then queue the fork for the host.
 
     Interrupted between the two writes, the fork's bundle stays behind
@@ -272,14 +256,11 @@ def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None,
     """
     answered = store.continuation_of(row.run_id)
     if answered is not None:
-        # Its checkpoint was answered: the chain goes on in the continuation, and
-        # "answer it" would fail; point at what a person can do with it.
-        nxt = answered.run_id
-        then = ("fork it" if answered.state in TERMINAL else
-                f"follow it with `pi-workflows watch {nxt}`; once it has ended, fork it")
-        raise UsageError(f"run {row.run_id} was answered and goes on as run {nxt}: {then}"
-                         f" (`pi-workflows fork {nxt}`)", code="run_answered")
-    plan = plan_fork(runs_dir, row, from_node, force=force)
+        # The chain goes on past this run, and "answer it" would fail: name the
+        # command that works on the chain's live end.
+        raise UsageError(answered_advice(store, runs_dir, row, answered, verb="fork",
+                                         project=project), code="run_answered")
+    plan = plan_fork(runs_dir, row, from_node, force=force, project=project)
     lay_out(store, runs_dir, plan, fsync=fsync)
     queued = store.enqueue_detached(plan.run_id, run_source(plan.loaded), None,
                                     notify_session=notify_session,

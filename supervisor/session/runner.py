@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.errors import ExitCode, PiWorkflowsError
@@ -44,6 +45,7 @@ from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import WorkerHandle
 from ..views.follower import TraceFollower, ended_without_bundle
 from ..views.runview import PlainView, RunView, as_view
+from ..views.wording import cli
 from .launch import Prepared
 
 POLL_S = 0.05
@@ -135,7 +137,7 @@ class SessionRunner:
                     len(self.stops) > 1
                     or now - asked > self.settings.drain_grace_s + PARK_MARGIN_S):
                 if not killed and len(self.stops) > 1:
-                    self.echo(cut_short(follower.bundle))
+                    self.echo(cut_short(follower.bundle, self.paths.project))
                 killed = True
                 worker.kill(now)
             time.sleep(POLL_S)
@@ -150,22 +152,23 @@ class SessionRunner:
         with suppress(OSError):
             self.shown.end(follower, row)
         if row is None:
-            self.echo(f"run {run_id} is gone; see `pi-workflows list`")
+            self.echo(f"run {run_id} is gone; see `{cli(self.paths.project, 'list')}`")
             return ExitCode.PARKED
         status = seen_status(row.state, follower.status(), row.cancel_requested)
         code = exit_code(row.state, status)
         if row.state == QueueState.QUEUED and row.origin_session is not None:
             # A session's reservation: no host starts it, its session does.
-            self.echo(f"queued: `pi-workflows activate --session {row.origin_session}` starts"
-                      " it")
+            start = cli(self.paths.project, "activate", "--session", row.origin_session)
+            self.echo(f"queued: `{start}` starts it")
         elif row.state in UNOWNED:
             poke(self.paths.state_dir)
-            self.echo(f"{row.state}: `pi-workflows host` resumes it; `pi-workflows watch"
-                      f" {run_id}` follows it")
+            self.echo(f"{row.state}: `{cli(self.paths.project, 'host')}` resumes it;"
+                      f" `{cli(self.paths.project, 'watch', run_id)}` follows it")
         elif row.state in TERMINAL and status not in SETTLED_STATUSES:
-            self.echo(ended_without_bundle(row))
+            self.echo(ended_without_bundle(row, self.paths.project))
         elif code is None:
-            self.echo(f"run {run_id} is {row.state}; see `pi-workflows status {run_id}`")
+            self.echo(f"run {run_id} is {row.state}; see"
+                      f" `{cli(self.paths.project, 'status', run_id)}`")
             return ExitCode.PARKED
         return ExitCode.PARKED if code is None else code
 
@@ -204,7 +207,7 @@ def run_attached(store: Store, settings: SettingsLike, paths: Paths, prepared: P
         return runner.drive(claim)
 
 
-def cut_short(bundle: Bundle) -> str:
+def cut_short(bundle: Bundle, project: Path | None = None) -> str:
     """What a second Ctrl-C did to the step in progress, and what comes of it."""
     try:
         node = bundle.raw_state().get("currentNode")
@@ -220,5 +223,5 @@ def cut_short(bundle: Bundle) -> str:
         # reports it indeterminate rather than repeat it.
         return (f"stopped at once: step {node} was cut short, so its effect is indeterminate"
                 " and the run will not repeat it by itself; once the run has ended,"
-                f" `pi-workflows fork {run} --from {node}` runs it again")
+                f" `{cli(project, 'fork', run, '--from', node)}` runs it again")
     return f"stopped at once: step {node} was cut short; it runs again when the run resumes"

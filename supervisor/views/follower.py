@@ -4,7 +4,7 @@ Owns reading the complete JSON lines appended to a bundle's files since the
 last look (from remembered byte offsets, surviving a trace a resume rewrote
 shorter and a torn last line), merging them in time order, and the plain
 one-line wording of each trace event and captured agent event. Reading
-never writes anything. Imports ``protocol`` only.
+never writes anything. Imports ``protocol`` and ``views.wording`` (a command line).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .wording import cli
 
 
 def _short(value: Any, limit: int = 160) -> str:
@@ -26,11 +27,21 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _head(event: dict[str, Any]) -> str:
+    at = time.strftime("%H:%M:%S", time.localtime(int(event.get("at", 0)) / 1000))
+    return f"{at} #{event.get('seq')}"
+
+
+def taken_up(event: dict[str, Any]) -> str:
+    """The line of a fork's first resume boundary: a runner taking the fork up, not a
+    recovery from an interruption."""
+    return f"{_head(event)} fork taken up at {(event.get('payload') or {}).get('resumePoint')}"
+
+
 def describe(event: dict[str, Any]) -> str:
     """One line for a person; unknown event types are shown by name only."""
     kind, node, p = event.get("type", "?"), event.get("nodeId"), event.get("payload") or {}
-    at = time.strftime("%H:%M:%S", time.localtime(int(event.get("at", 0)) / 1000))
-    head = f"{at} #{event.get('seq')}"
+    head = _head(event)
     result = p.get("result") or {}
     error = p.get("error")
     if isinstance(error, dict):  # terminal events carry {code, message}
@@ -60,6 +71,12 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} completed: {_short(p.get('finalOutput'))}"
     if kind in ("run_failed", "run_timed_out", "run_cancelled"):
         return f"{head} {kind[4:].replace('_', ' ')} [{code}] {_short(message or '')}"
+    if kind == "run_started" and p.get("forkedFrom"):
+        carried = ", ".join(p.get("carriedNodes") or []) or "nothing"
+        return (f"{head} run_started: fork of {p['forkedFrom']} at {p.get('forkNode')},"
+                f" carried from it: {carried}")
+    if kind == "run_started" and p.get("parentRunId"):
+        return f"{head} run_started: continues {p['parentRunId']} at {p.get('startAt')}"
     if kind == "run_resumed" and p.get("boundary"):
         return f"{head} resumed at {p.get('resumePoint')}"
     return f"{head} {kind}" + (f" {node}" if node else "")
@@ -163,9 +180,9 @@ class TraceFollower:
             return None
 
 
-def ended_without_bundle(row: QueueRow) -> str:
+def ended_without_bundle(row: QueueRow, project: Path | None = None) -> str:
     """Why a run the queue ended has no settled bundle to show (its error, from the queue)."""
     if row.error_code is None:
         return (f"{row.state}, but the run's bundle is missing or unreadable; see"
-                f" `pi-workflows status {row.run_id}`")
+                f" `{cli(project, 'status', row.run_id)}`")
     return f"{row.state}: [{row.error_code}] {row.error_message or ''}".rstrip()

@@ -34,11 +34,12 @@ from ...protocol.clock import now_ms
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
 from .follower import Item, TraceFollower
+from .nextcmd import fork_default, next_steps
 from .wording import (
+    cli,
     duration_text,
     effect_note,
     error_text,
-    next_steps,
     notify_message,
     outcome_word,
     person_text,
@@ -51,9 +52,11 @@ REFRESH_S = 0.1
 LINE_CHARS = 400  # one tail line, at most (a minified file is one long line)
 # How a node is shown: display words, not states (``outcome_word`` gives the ended ones).
 PENDING, RUNNING, SKIPPED, INTERRUPTED = "pending", "running", "skipped", "interrupted"
+CARRIED = "carried"  # done in the run a fork or continuation started from
 MARKS = {PENDING: ("·", "dim"), RUNNING: ("●", "yellow"), "done": ("✓", "green"),
          "failed": ("✗", "red"), "timed out": ("✗", "red"), "stopped": ("■", "magenta"),
-         SKIPPED: ("–", "dim"), "waiting": ("?", "cyan"), INTERRUPTED: ("‖", "yellow")}
+         SKIPPED: ("–", "dim"), "waiting": ("?", "cyan"), INTERRUPTED: ("‖", "yellow"),
+         CARRIED: ("↪", "dim")}
 # Escape sequences and control characters a command may print (colours, progress bars).
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 _END_EVENTS = {"run_completed": RunStatus.COMPLETED, "run_failed": RunStatus.FAILED,
@@ -94,6 +97,8 @@ class LiveView:
         self.started: int | None = None
         self.failed_node: str | None = None
         self.told: set[str] = set()  # notify messages already printed
+        self.fork_start = False  # the next resume boundary is a fork starting, not a recovery
+        self.answered = False  # its wait already has a continuation
         self._drawn = 0.0
 
     # ---- the RunView protocol -----------------------------------------
@@ -112,7 +117,9 @@ class LiveView:
             self._take(item)
         self._draw()
 
-    def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
+    def end(self, follower: TraceFollower, row: QueueRow | None, *,
+            answered: bool = False) -> None:
+        self.answered = answered
         self.show(follower)
         status = follower.status()
         if row is not None:  # a wait closed by `cancel` reads cancelled
@@ -149,6 +156,20 @@ class LiveView:
         for raw in snap.get("nodes") or []:
             if isinstance(raw, dict) and isinstance(raw.get("id"), str):
                 self.nodes[raw["id"]] = _Node(raw["id"], str(raw.get("kind", "")))
+        self._mark_carried(follower)
+
+    def _mark_carried(self, follower: TraceFollower) -> None:
+        """Nodes a fork or continuation took over done: a node that runs here again has
+        its own events, which replace the mark."""
+        try:
+            state = follower.bundle.raw_state()
+        except (BundleCorrupt, OSError, ValueError):
+            return
+        if not (state.get("forkedFrom") or state.get("parentRunId")):
+            return
+        for node_id in state.get("results") or {}:
+            if node_id in self.nodes and self.nodes[node_id].state == PENDING:
+                self.nodes[node_id].state = CARRIED
 
     def _node(self, node_id: str) -> _Node:
         if node_id not in self.nodes:  # not in the snapshot: show it anyway
@@ -171,6 +192,7 @@ class LiveView:
         if kind == "run_started":
             self.workflow = self.workflow or p.get("workflow")
             self.started = self.started or at
+            self._origin(p)
         elif kind == "node_started" and node_id:
             node = self._node(node_id)
             node.state, node.started, node.ended = RUNNING, at, None
@@ -187,6 +209,8 @@ class LiveView:
             self._print(Text(f"  {node_id}: prompt sent to the agent", style="dim"))
         elif kind == "update_published" and node_id:
             self._print(Text(f"  {node_id}: {p.get('message', '')}"))
+        elif kind == "run_resumed" and p.get("boundary") and self.fork_start:
+            self.fork_start = False  # a host taking up the fork: nothing was interrupted
         elif kind == "run_resumed" and p.get("boundary"):
             self._print(Text(f"  resumed at {p.get('resumePoint')} after an interruption;"
                              " steps that finished are not run again", style="yellow"))
@@ -195,6 +219,18 @@ class LiveView:
             if kind == "run_waiting":
                 self._node(str(p.get("waitingNode"))).state = "waiting"
             self.current = None
+
+    def _origin(self, p: dict[str, Any]) -> None:
+        """Say once where a fork or continuation comes from and what it carries."""
+        if p.get("forkedFrom"):
+            self.fork_start = True
+            carried = ", ".join(p.get("carriedNodes") or []) or "nothing"
+            self._print(Text(f"  forked from {p['forkedFrom']} at {p.get('forkNode')}; carried"
+                             f" from it (done there, not run again): {carried}", style="cyan"))
+        elif p.get("parentRunId"):
+            self._print(Text(f"  continues {p['parentRunId']} with the answer at"
+                             f" {p.get('startAt')}; the steps before it are carried from it"
+                             " (done there, not run again)", style="cyan"))
 
     def _finished(self, node_id: str, kind: Any, p: dict[str, Any], at: int) -> None:
         node = self._node(node_id)
@@ -222,8 +258,9 @@ class LiveView:
     def _output(self, record: dict[str, Any]) -> None:
         stream = str(record.get("stream"))
         if record.get("truncated"):
-            self.tail.append(Text(f"… more {stream} is not shown here; `pi-workflows logs`"
-                                  " has what the step kept", style="dim"))
+            logs = cli(self.project, "logs", *(w for w in (self.run_id, self.current) if w))
+            self.tail.append(Text(f"… more {stream} is not shown here; `{logs}` has what the"
+                                  " step kept", style="dim"))
             return
         text = self.partial.pop(stream, "") + str(record.get("text", ""))
         *lines, rest = text.split("\n")
@@ -322,6 +359,9 @@ class LiveView:
             final = state.get("finalOutput")
             if notify_message(final) not in self.told:  # a message is not told twice
                 self._print(Text(person_text(final)))
+        elif status == RunStatus.WAITING and self.answered:
+            self._print(Text(f"✓ answered at {state.get('waitingNode')}", style="bold green"))
+            return  # the caller names the run the chain goes on in
         elif status == RunStatus.WAITING:
             summary = (state.get("waitingOutput") or {}).get("summary")
             self._print(Text(f"? waiting for an answer at {state.get('waitingNode')}",
@@ -334,5 +374,6 @@ class LiveView:
                              f"{error_text(error.get('code'), error.get('message'))}",
                              style="bold red"))
         failed = self.failed_node or state.get("lastNode")
-        for what, command in next_steps(status, run_id, failed, self.project):
+        for what, command in next_steps(status, run_id, failed, self.project,
+                                        fork_from=fork_default(follower.bundle)):
             self._print(Text(f"{what}: {command}"))

@@ -5,7 +5,7 @@ what was typed into a run id (``status 99624cea`` for
 ``20261201T083022Z-review-99624cea``), and the "ambiguous" and "no such
 run" errors; ``project_store`` (the project's store, or "no runs yet") and
 ``existing_row`` (the queue row a RUN names) for commands built on them.
-Imports ``protocol`` only.
+Imports ``protocol`` and ``views.wording`` (the suggested command).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ...protocol.errors import NotFound, UsageError
 from ...protocol.limits import validate_run_id
 from ...protocol.paths import Paths
 from ...protocol.store import QueueRow, Store, open_store
+from .wording import cli
 
 if TYPE_CHECKING:  # pydantic: the fast command line does not load it
     from ...protocol.settingspec import SettingsLike
@@ -25,8 +26,8 @@ SHOWN_MATCHES = 5  # an ambiguous reference lists this many of its matches
 
 
 def _not_found(text: str, paths: Paths) -> NotFound:
-    return NotFound(f"no run {text} in project {paths.project}; `pi-workflows list` shows"
-                    " its runs", code="run_not_found")
+    return NotFound(f"no run {text} in project {paths.project}; `{cli(paths.project, 'list')}`"
+                    " shows its runs", code="run_not_found")
 
 
 def resolve_run(store: Store | None, text: str, paths: Paths) -> str:

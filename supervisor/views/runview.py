@@ -20,7 +20,7 @@ from typing import Protocol
 
 from ...protocol.jsonenc import compact_json
 from ...protocol.store import QueueRow
-from .follower import TraceFollower, plain_line
+from .follower import TraceFollower, plain_line, taken_up
 
 Echo = Callable[[str], None]
 PLAIN_ENV = "PI_WORKFLOWS_PLAIN"  # set (to anything but "" or 0): plain lines on a terminal too
@@ -33,8 +33,10 @@ class RunView(Protocol):
     def show(self, follower: TraceFollower) -> None:
         """Take what the run wrote since the last call; called between polls."""
 
-    def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
-        """The run stopped being shown here (settled, parked or given back)."""
+    def end(self, follower: TraceFollower, row: QueueRow | None, *,
+            answered: bool = False) -> None:
+        """The run stopped being shown here (settled, parked or given back); ``answered``:
+        its checkpoint already has a continuation, so it is not to be answered."""
 
     def close(self) -> None: ...
 
@@ -44,6 +46,7 @@ class PlainView:
 
     def __init__(self, echo: Echo) -> None:
         self.echo = echo
+        self.fork_start = False  # the next resume boundary is a fork being taken up
 
     def say(self, line: str) -> None:
         self.echo(line)
@@ -51,10 +54,18 @@ class PlainView:
     def show(self, follower: TraceFollower) -> None:
         for item in follower.items():
             line = plain_line(item)
+            kind, record = item
+            if kind == "trace" and record.get("type") == "run_started":
+                self.fork_start = bool((record.get("payload") or {}).get("forkedFrom"))
+            elif kind == "trace" and record.get("type") == "run_resumed" and self.fork_start \
+                    and (record.get("payload") or {}).get("boundary"):
+                self.fork_start = False
+                line = taken_up(record)
             if line is not None:
                 self.echo(line)
 
-    def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
+    def end(self, follower: TraceFollower, row: QueueRow | None, *,
+            answered: bool = False) -> None:
         return None
 
     def close(self) -> None:
@@ -75,7 +86,8 @@ class JsonLinesView:
             if kind == "trace":
                 self.out(compact_json(record))
 
-    def end(self, follower: TraceFollower, row: QueueRow | None) -> None:
+    def end(self, follower: TraceFollower, row: QueueRow | None, *,
+            answered: bool = False) -> None:
         return None
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ Owns the watch loop: show what the run wrote (through a
 ``supervisor.views.runview`` view), poll its queue row, and turn how it
 ended into the command's exit code. Watching never writes anything: closing
 the view changes nothing about the run. Imports ``protocol`` and the views'
-follower and view protocol.
+follower, view protocol, wording and next commands.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from ...protocol.errors import ExitCode, NotADirectory
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code, seen_status
 from ...protocol.store import Store
 from .follower import TraceFollower, ended_without_bundle
+from .nextcmd import chain_end
 from .runview import RunView, as_view
+from .wording import cli
 
 
 def _directories(runs_dir: Path, bundle: Bundle) -> None:
@@ -34,8 +36,11 @@ def _directories(runs_dir: Path, bundle: Bundle) -> None:
 
 
 def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], None] | None = None,
-          view: RunView | None = None, poll_s: float = 0.2) -> int:
-    """Show the run's events as they are written; return the exit code for how it ended."""
+          view: RunView | None = None, poll_s: float = 0.2, project: Path | None = None) -> int:
+    """Show the run's events as they are written; return the exit code for how it ended.
+
+    ``project`` goes into the commands it suggests (``--project``).
+    """
     shown = as_view(echo, view)
     follower = TraceFollower(Bundle(runs_dir, run_id))
     said: str | None = None
@@ -49,9 +54,14 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
         status = follower.status()
         if row.state in TERMINAL:
             shown.show(follower)  # the bundle settles before the queue: its last events
-            shown.end(follower, row)
+            child = store.continuation_of(run_id)
+            shown.end(follower, row, answered=child is not None)
+            if child is not None:
+                end = chain_end(store, child).run_id
+                shown.say(f"answered: the chain goes on as {end}; follow it with"
+                          f" `{cli(project, 'watch', end)}`")
             if status not in SETTLED_STATUSES:
-                shown.say(ended_without_bundle(row))
+                shown.say(ended_without_bundle(row, project))
             seen = seen_status(row.state, status, row.cancel_requested)
             if seen != status:
                 shown.say("cancelled while it waited")
@@ -59,7 +69,7 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
             return ExitCode.RUN_FAILED if code is None else code
         if row.state in UNOWNED and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
-            shown.say(f"{row.state}{reason}; waiting for a runner (is `pi-workflows host`"
-                      " running?)")
+            shown.say(f"{row.state}{reason}; waiting for a runner (is"
+                      f" `{cli(project, 'host')}` running?)")
         said = row.state
         time.sleep(poll_s)

@@ -1,4 +1,4 @@
-"""Plain words for people: durations, a step's output, what an event means, what to do next.
+"""Plain words for people: durations, a step's output, what an event means, a command line.
 
 Owns the phrasing the live view and ``logs`` share, so the runner's jargon
 (effects, outcomes, error codes) reaches a person as a sentence. Pure
@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from ...protocol.states import Outcome, RunStatus
+from ...protocol.states import Outcome
 from .timefmt import duration
 
 # Error codes whose message speaks the runner's jargon: said in these words instead.
@@ -109,19 +109,3 @@ def cli(project: Path | None, *words: str, blank: str | None = None) -> str:
     if project is not None and project.resolve() != Path.cwd().resolve():
         line += f" --project {shlex.quote(str(project))}"
     return line
-
-
-def next_steps(status: str | None, run_id: str, failed_node: str | None,
-               project: Path | None) -> list[tuple[str, str]]:
-    """(what, exact command) pairs for a run that ended ``status``."""
-    if status == RunStatus.WAITING:
-        return [("answer it", cli(project, "answer", run_id, blank='"your answer"'))]
-    if status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
-        steps = []
-        if failed_node:
-            steps.append(("see its output", cli(project, "logs", run_id, failed_node)))
-        steps.append(("run it again from there", cli(project, "fork", run_id)))
-        return steps
-    if status == RunStatus.COMPLETED:
-        return [("every step's output", cli(project, "logs", run_id))]
-    return []

@@ -16,6 +16,7 @@ import typer
 from ....protocol.errors import ExitCode
 from ....protocol.states import CLAIMED, QueueState, RunStatus
 from ...session import actions
+from ...views.wording import cli
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
 
@@ -48,7 +49,8 @@ def cancel_command(
         # The worker is nudged: the step in progress gets its stop signal now.
         typer.echo(f"{run}: cancellation requested; the step in progress is being stopped"
                    " and no step starts after it"
-                   + ("" if no_wait else " (still running; `pi-workflows watch` follows it)"))
+                   + ("" if no_wait else
+                      f" (still running; `{cli(paths.project, 'watch', run)}` follows it)"))
     elif status == RunStatus.CANCELLED or row.state == QueueState.CANCELLED:
         typer.echo(f"{run}: cancelled" + (" while it waited" if was_waiting else ""))
     else:

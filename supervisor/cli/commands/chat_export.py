@@ -25,6 +25,7 @@ from ....protocol.spawn import PIPE, spawn
 from ....protocol.states import CLAIMED
 from ....protocol.store import open_store
 from ...views.runref import resolve_run
+from ...views.wording import cli
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
 
@@ -39,7 +40,8 @@ def _conversation(settings: SettingsLike, paths: Paths, run: str, *,
             row = store.get(run)
         if row is not None and writing and row.state in CLAIMED:
             raise UsageError(f"run {run} is {row.state}: its conversation has one writer while"
-                             f" it runs; wait for it (`pi-workflows watch {run}`) or park it",
+                             f" it runs; wait for it (`{cli(paths.project, 'watch', run)}`) or"
+                             " park it",
                              code="run_active")
     session = Bundle(paths.runs_dir, run).session_dir / SESSION_FILE
     if not session.is_file():

@@ -58,7 +58,8 @@ def fork_command(
         row = existing_row(store, run, paths)
         run = row.run_id
         plan, queued = fork_run(store, paths.runs_dir, row, from_node, force=force,
-                                notify_session=owner, fsync=settings.fsync)
+                                notify_session=owner, fsync=settings.fsync,
+                                project=paths.project)
         wake_host(store, paths)
     if plan.mismatch is not None:
         with contextlib.suppress(OSError):

@@ -33,6 +33,7 @@ from ...host.background import (
 )
 from ...host.foreground import MAX_CONCURRENCY, MIN_CONCURRENCY, run_foreground
 from ...views.timefmt import duration
+from ...views.wording import cli
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
 
@@ -179,7 +180,7 @@ def _background(paths: Paths, argv: list[str], timeout: float | None, as_json: b
                    "project": str(paths.project)})
     else:
         typer.echo(f"pi-workflows host: running in the background, pid {host.pid};"
-                   f" log {log}; stop it with `pi-workflows host --stop`")
+                   f" log {log}; stop it with `{cli(paths.project, 'host', '--stop')}`")
 
 
 def _stop(settings: SettingsLike, paths: Paths, timeout: float | None, as_json: bool) -> None:

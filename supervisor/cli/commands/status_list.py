@@ -21,6 +21,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
+from ...views.describe import describe
 from ...views.listing import (
     FIXED_WIDTH,
     MAX_LIMIT,
@@ -30,7 +31,8 @@ from ...views.listing import (
     listing_lines,
 )
 from ...views.reports import list_data, status_data
-from ...views.status import chain_lines, failure_lines, status_line
+from ...views.runref import existing_row, project_store
+from ...views.status import failure_lines, status_line
 from ..completion import run_ids, workflow_names
 from ..options import (
     JsonOpt,
@@ -66,16 +68,18 @@ def status_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
+    if run is not None and not as_json:
+        with project_store(settings, paths) as store:
+            row = existing_row(store, run, paths)
+            lines = describe(store, row, paths.runs_dir, now_ms(), paths.project)
+        if debug or os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
+            lines += failure_lines(paths.runs_dir, str(row.run_id))
+        for line in lines:
+            typer.echo(line)
+        return
     data = status_data(settings, paths, run, owner)
     if as_json:
         emit_json(data)
-        return
-    if run is not None:
-        for line in [status_line(data, now_ms()), *chain_lines(data)]:
-            typer.echo(line)
-        if debug or os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
-            for line in failure_lines(paths.runs_dir, str(data["runId"])):
-                typer.echo(line)
         return
     if owner is not None:
         found = data["run"]

@@ -38,11 +38,12 @@ def watch_command(
     with _store(settings, paths) as store:
         run = _existing(store, run, paths).run_id
         if as_json:
-            code = watch(store, paths.runs_dir, run, view=JsonLinesView(
+            code = watch(store, paths.runs_dir, run, project=paths.project, view=JsonLinesView(
                 typer.echo, lambda line: typer.echo(line, err=True)))
         else:
             with terminal_view(typer.echo, project=paths.project) as view:
-                code = watch(store, paths.runs_dir, run, view=view)
+                code = watch(store, paths.runs_dir, run, view=view,
+                             project=paths.project)
     raise typer.Exit(code)
 
 

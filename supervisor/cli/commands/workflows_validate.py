@@ -20,6 +20,7 @@ from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_d
 from ....protocol.errors import ExitCode, NotFound
 from ....protocol.settingspec import SettingsLike
 from ..completion import workflow_names
+from ...views.wording import cli
 from ..isolated import load_summary
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
@@ -109,7 +110,8 @@ def _workflow_file(settings: SettingsLike, project: Path, file: str) -> Path:
             return candidate
     # Neither a file nor a name: say where a name was looked for, not just "not found".
     raise NotFound(f"no file {file!r} and no workflow named {file!r} (looked for"
-                   f" {file}{SUFFIX} in {dirs[0]} and {dirs[1]}); see `pi-workflows workflows`",
+                   f" {file}{SUFFIX} in {dirs[0]} and {dirs[1]}); see"
+                   f" `{cli(project, 'workflows')}`",
                    code="workflow_not_found")
 
 

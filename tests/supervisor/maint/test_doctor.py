@@ -22,3 +22,14 @@ def test_a_runs_path_that_is_a_file_is_named_not_a_directory(
     assert check.level == "fail"
     assert f"{runs} (PI_WORKFLOWS_RUNS_DIR) is not a directory" in check.message
     assert "chmod" not in check.message  # a permission fix would not help
+
+
+def test_no_host_names_the_host_command_of_the_project_checked(tmp_path: Path) -> None:
+    from pi_workflows.supervisor.maint.doctor import check_host
+
+    project = tmp_path / "app"
+    project.mkdir()
+    paths = resolve_paths(load_settings(), project)
+    check = check_host(paths)  # this process's directory is not the project
+    assert check.level == "info"
+    assert f"`pi-workflows host --background --project {paths.project}`" in check.message

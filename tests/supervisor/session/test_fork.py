@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from pi_workflows.protocol.errors import UsageError
 from pi_workflows.protocol.store import QueueRow
-from pi_workflows.supervisor.session.fork import carry, failed_node, fork_run
+from pi_workflows.supervisor.session.fork import carry, fork_run
+from pi_workflows.supervisor.views.nextcmd import failed_node
 
 from tests.helpers.engine import Harness, assert_well_formed, bundle_bytes, file_lines, types_of
 
@@ -287,7 +288,8 @@ def test_a_fork_of_an_answered_checkpoint_points_at_its_continuation_not_at_answ
     assert f"`pi-workflows watch {child}`" in message  # the continuation has not run yet
     assert _nothing_written(h, before)
     assert h.execute(child).outcome == "completed"
-    with pytest.raises(UsageError, match=f"`pi-workflows fork {child}`") as ended:
+    # A completed run forks only from a named node: the command says so.
+    with pytest.raises(UsageError, match=f"`pi-workflows fork {child} --from NODE`") as ended:
         _fork(h, parent)
     assert "watch" not in ended.value.message  # it has ended: fork it now
     assert _fork(h, child, "build")  # and the command it names works

@@ -206,3 +206,17 @@ def test_the_cli_starts_without_rich_and_a_pipe_gets_the_plain_view() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, stdin=subprocess.DEVNULL, timeout=50, check=True)
     assert done.stdout.split() == ["PlainView", "False"]
+
+
+@pytest.mark.timeout(20)
+def test_output_past_the_live_cap_names_the_exact_logs_command(tmp_path: Path) -> None:
+    run, clock = Run(tmp_path), FakeClock(0)
+    view, out = _view(clock)
+    follower = TraceFollower(run.bundle)
+    run.event("run_started", 1000, workflow="wf")
+    run.event("node_started", 1000, "build", step=1)
+    run.line(run.bundle.output_path, at=1100, nodeId="build", attemptId="build-a",
+             stream="stdout", truncated=True)
+    clock.now = 1200
+    view.show(follower)
+    assert "`pi-workflows logs r1 build` has what the step kept" in _text(out)
