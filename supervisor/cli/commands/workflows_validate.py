@@ -19,8 +19,8 @@ import typer
 from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_dirs
 from ....protocol.errors import ExitCode, NotFound
 from ....protocol.settingspec import SettingsLike
-from ..completion import workflow_names
 from ...views.wording import cli
+from ..completion import workflow_names
 from ..isolated import load_summary
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 
