@@ -165,8 +165,14 @@ def race_short_leases(path: str, runs_dir: str, runner: str, barrier: Barrier, o
 
 def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
                         conn: Connection) -> None:
-    """The new owner: claim an expired run, write through the fence, then obey the parent."""
-    with Store(Path(path), clock=FakeClock(now)) as store:
+    """The new owner: claim a stalled run, write through the fence, then obey the parent.
+
+    Stalled: it watched the claim go a lease of its monotonic time unrenewed.
+    """
+    mono = FakeClock(0.0)
+    with Store(Path(path), clock=FakeClock(now), monotonic=mono) as store:
+        store.watch_claims()
+        mono.advance(store.lease_ms / 1000)
         claim = store.claim_by_id(run_id, "runner-new")
         target = Path(bundle_dir) / "state.json"
         with fenced(store, Path(bundle_dir), run_id, claim.token):
