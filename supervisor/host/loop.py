@@ -101,7 +101,9 @@ class Host:
         self.project_key = project_key(paths.project)
         # Each store call backs off on a busy store for a while; a longer
         # outage reaches serve(), which backs off the whole pass.
-        self.store: Store = with_retries(open_store(settings, paths.store_file, clock=clock),
+        # The store judges other runners' claims on this same monotonic clock.
+        self.store: Store = with_retries(open_store(settings, paths.store_file, clock=clock,
+                                                    monotonic=monotonic),
                                          deadline_s=5.0, on_retry=_log_retry)
         self.lock = HostLock(paths.host_lock)
         self.workers: dict[str, WorkerHandle] = {}  # the current worker of each run
@@ -348,6 +350,11 @@ class Host:
             self._spawn(claim)
 
     def _claim(self) -> None:
+        if len(self.workers) + len(self.pending) >= self.concurrency:
+            # Not claiming, still watching: a claim that stalls meanwhile is due
+            # a lease after its last renewal, not a lease after a slot frees.
+            self.store.watch_claims()
+            return
         while len(self.workers) + len(self.pending) < self.concurrency:
             # Runs with a worker of ours are judged by _stop_hung, never taken
             # back by claim_next (which would kill that worker as superseded).
