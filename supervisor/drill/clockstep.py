@@ -69,7 +69,9 @@ class ClockStepper:
         """Forward an hour, then back an hour behind, then right: each held for a
         lease and ``hold`` seconds; then a lease more for any harm to show."""
         lease_s = self.scratch.lease_ms / 1000
-        watched = self._watch()
+        deadline = time.monotonic() + 1.5  # as other faults do: wait a little for a target
+        while not (watched := self._watch()) and time.monotonic() < deadline:
+            time.sleep(0.1)
         try:
             for offset in (STEP_S, -STEP_S):
                 set_offset(self.offset_file, offset)

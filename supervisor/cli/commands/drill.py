@@ -35,7 +35,7 @@ def drill_command(
              " them), for example clock_step.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run workflows under random kill -9s, drains, stops and store locks; check invariants.
+    """Run workflows under kill -9s, drains, stops, store locks and clock steps; check invariants.
 
     Every iteration starts detached, session and deferred runs (agent steps too
     when Pi is installed), injects faults chosen from the seed, and checks the
