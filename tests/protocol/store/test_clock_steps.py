@@ -122,3 +122,17 @@ def test_renewals_raise_the_lease_after_a_backward_step(store: Store,
     second = store.renew("r1", token).lease_expires_at
     third = store.renew("r1", token).lease_expires_at
     assert first < second < third  # every renewal is a change an observer sees
+
+
+@STEPS
+def test_a_dead_activators_launch_goes_back_to_queued_at_once_on_proof(
+        make_store: Callable[..., Store], store: Store, clock: FakeClock[int],
+        step_ms: int) -> None:
+    store.reserve("r1", SOURCE, {"in": 1}, "s1")
+    store.claim_by_id("r1", "session-dead", session="s1")  # it never registered: gone
+    clock.advance(step_ms)
+    fresh = make_store()
+    with pytest.raises(TransitionRefused):
+        fresh.requeue_expired_starting("r1")  # no proof, and nothing watched yet
+    row = fresh.requeue_expired_starting("r1", gone=Gone("session-dead"))
+    assert row.state == "queued" and row.has_private_input
