@@ -4,7 +4,10 @@ and a terminal's attached run go on, and no run fails or reruns a node."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -95,3 +98,35 @@ def test_runs_go_on_through_a_wall_clock_step_either_way(project: Project,
     assert "stopped renewing" not in host.log_text()
     assert not any("stopped renewing" in line or "crashed" in line
                    for line in project.log_lines())
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("step", [-HOUR, HOUR], ids=["back", "forward"])
+def test_a_stopped_worker_is_still_recovered_a_lease_later_after_a_step(
+        project: Project, tmp_path: Path, step: int) -> None:
+    """The worker_stop drill fault's meaning holds whatever the clock did: hung after
+    a lease of the host's monotonic time, killed, its run resumed."""
+    offset = tmp_path / "offset"
+    project.env.update(_stepped(project.env, offset))
+    lease_s = project.settings.lease_ms / 1000
+    project.write_workflow("flow", FLOW)
+    project.start_host()
+    run = project.detach("flow")
+    wait_for(lambda: len(project.lines("hold.started")) == 1, 60, what="the held node")
+    worker = next(p["pid"] for p in project.state_processes(run) if p.get("role") == "worker")
+    set_offset(offset, step)
+    os.kill(worker, signal.SIGSTOP)
+    stopped = time.monotonic()
+    try:
+        wait_for(lambda: len(project.lines("hold.started")) == 2, 6 * lease_s,
+                 what="the run resumed by a new worker", diag=lambda: project.diagnose([run]))
+        waited = time.monotonic() - stopped
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker, signal.SIGCONT)
+    assert lease_s <= waited < 4 * lease_s  # a lease after its last renewal, not a step
+    set_offset(offset, 0)
+    project.release()
+    wait_for(lambda: project.row(run).state == "done", 60, what="the run to finish",
+             diag=lambda: project.diagnose([run]))
+    assert len(project.lines("first.txt")) == 1 and len(project.lines("last.txt")) == 1
