@@ -1,6 +1,7 @@
 """The wall clock of real product processes stepped an hour forward, then back (the
 drill's ``clock_step`` offset file, read by ``protocol.clock``): a host, its workers
-and a terminal's attached run go on, and no run fails or reruns a node."""
+and a terminal's attached run go on, and no run fails or reruns a node; a stopped
+worker is still recovered a lease after its last renewal."""
 
 from __future__ import annotations
 
