@@ -412,3 +412,26 @@ def test_repeated_spawn_failures_are_logged_once_a_minute_with_the_held_count(
     finally:
         logger.remove(sink)
     assert not fake_os.spawned and "r1" in host.pending
+
+
+def test_a_host_with_every_slot_busy_still_watches_and_takes_a_stall_once_a_slot_frees(
+        rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.exit_code = None
+    token = _other_runners_claim(host)  # r2: a terminal's run, renewing at first
+    for run_id in ("r1", "r3"):  # both slots busy with live workers of ours
+        enqueue(host.store, run_id)
+    host.loop_once()
+    assert set(host.workers) == {"r1", "r3"}
+    host.store.renew("r2", token)
+    host.loop_once()  # it sees that renewal, then none for a lease
+    mono.advance(host.settings.lease_ms / 1000)
+    host.loop_once()
+    assert "r2" not in host.workers  # stalled, but no slot for it
+    first = host.workers["r1"]
+    host.store.mark_running("r1", first.claim.token)
+    host.store.finish("r1", first.claim.token)
+    _proc(first).code = WorkerExit.FINISHED
+    host.loop_once()  # the slot frees: r2 is taken now, not a lease from now
+    row = host.store.get("r2")
+    assert "r2" in host.workers and row is not None and row.runner_id == host.runner_id
