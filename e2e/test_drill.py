@@ -18,7 +18,7 @@ from .pi_env import pi_binary
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
-               "worker_stop", "store_lock", "zygote_kill9", "spare_kill9"}
+               "worker_stop", "store_lock", "zygote_kill9", "spare_kill9", "clock_step"}
 
 
 def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from pi_workflows.protocol.store import Store
+from pi_workflows.protocol.errors import TransitionRefused
+from pi_workflows.protocol.store import Claim, Store
 from pi_workflows.protocol.wire import TOKEN_ENV, WorkerExit, worker_argv
 
 from tests.helpers.processes import reap
@@ -128,16 +129,21 @@ def test_stopped_worker_loses_its_claim_and_writes_nothing(project: Project) -> 
         env={**project.env, TOKEN_ENV: claim.token}, start_new_session=True)
     try:
         wait_for(lambda: len(project.lines("hold.started")) == 1, what="node hold running")
-        # Renewed at least once, so its lease is the 1.5 s one when it stops.
-        wait_for(lambda: (project.row(run_id).lease_expires_at or 0) < claim.lease_expires_at,
+        # Renewed at least once: it holds the claim on its own now.
+        wait_for(lambda: project.row(run_id).lease_expires_at != claim.lease_expires_at,
                  timeout=30, what="the worker's first renewal")
         os.kill(worker.pid, signal.SIGSTOP)
         before = _projection(project, run_id)
-        with Store(project.paths.store_file, lease_ms=60_000) as store:
-            # Claimed and renewed on the 1.5 s lease: it has lapsed within seconds.
-            wait_for(lambda: (store.get(run_id).lease_expires_at or 0) < store._now(),
-                     timeout=10, what="the stalled worker's lease to expire")
-            taken = store.claim_by_id(run_id, "new-runner")
+        with Store(project.paths.store_file, lease_ms=1500) as store:
+            # Another runner takes the claim once it watched it go 1.5 s (a lease of
+            # its own monotonic time) without a renewal; refused until then.
+            def take() -> Claim | None:
+                try:
+                    return store.claim_by_id(run_id, "new-runner")
+                except TransitionRefused:
+                    return None
+
+            taken = wait_for(take, timeout=10, what="the stalled worker's claim to be taken")
         assert taken.previous_state == "running"
         project.release()
         os.kill(worker.pid, signal.SIGCONT)

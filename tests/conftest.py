@@ -28,16 +28,24 @@ def clock() -> FakeClock[int]:
 
 
 @pytest.fixture
+def mono() -> FakeClock[float]:
+    """The store's monotonic clock: how long it has watched a claim make no progress."""
+    return FakeClock(1000.0)
+
+
+@pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "store.sqlite3"
 
 
 @pytest.fixture
-def make_store(store_path: Path, clock: FakeClock[int]) -> Iterator[Callable[..., Store]]:
+def make_store(store_path: Path, clock: FakeClock[int],
+               mono: FakeClock[float]) -> Iterator[Callable[..., Store]]:
     opened: list[Store] = []
 
     def factory(**kwargs: object) -> Store:
         kwargs.setdefault("clock", clock)
+        kwargs.setdefault("monotonic", mono)
         kwargs.setdefault("lease_ms", 30_000)
         store = Store(store_path, **kwargs)  # type: ignore[arg-type]
         opened.append(store)

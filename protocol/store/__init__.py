@@ -6,6 +6,7 @@ settings. Only ``db.py`` imports sqlite3. Must not import worker/supervisor.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,11 +17,13 @@ from .claims import ClaimOps
 from .db import Database, check_layout, sqlite_version
 from .effects import EffectOps
 from .feed import FeedOps
+from .leasewatch import LeaseWatch, Monotonic
 from .queue import QueueOps
 from .queue_reads import QueueReads
 from .records import (
     Claim,
     Effect,
+    Gone,
     Notification,
     QueueRow,
     Renewal,
@@ -37,8 +40,9 @@ if TYPE_CHECKING:  # settings pull in pydantic; a worker does not need it
     from ..settingspec import SettingsLike
 
 __all__ = [
-    "SCHEMA_ID", "CatchUp", "Chain", "ChainMember", "Claim", "Effect", "Hold", "Notification",
-    "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store", "TurnIntent",
+    "SCHEMA_ID", "CatchUp", "Chain", "ChainMember", "Claim", "Effect", "Gone", "Hold",
+    "Notification", "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store",
+    "TurnIntent",
     "check_layout", "intent_id_for", "open_store", "sqlite_version",
 ]
 
@@ -48,9 +52,11 @@ class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, Effe
     """All store operations over one connection (use one ``Store`` per thread)."""
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,
-                 synchronous: str = "NORMAL", clock: Clock = now_ms) -> None:
+                 synchronous: str = "NORMAL", clock: Clock = now_ms,
+                 monotonic: Monotonic = time.monotonic) -> None:
         self._db = Database(Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         self._clock = clock
+        self._watch = LeaseWatch(monotonic)
         self.lease_ms = lease_ms
         self.path = Path(path)
 
@@ -64,6 +70,7 @@ class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, Effe
         self.close()
 
 
-def open_store(settings: SettingsLike, store_file: Path, *, clock: Clock = now_ms) -> Store:
+def open_store(settings: SettingsLike, store_file: Path, *, clock: Clock = now_ms,
+               monotonic: Monotonic = time.monotonic) -> Store:
     return Store(store_file, lease_ms=settings.lease_ms, busy_timeout_ms=settings.busy_timeout_ms,
-                 synchronous=settings.sqlite_synchronous, clock=clock)
+                 synchronous=settings.sqlite_synchronous, clock=clock, monotonic=monotonic)

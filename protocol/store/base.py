@@ -16,7 +16,8 @@ from ..clock import Clock
 from ..errors import ClaimLost, NotFound
 from ..limits import encode_payload
 from .db import Database, Tx
-from .records import QueueRow
+from .leasewatch import LeaseWatch
+from .records import Gone, QueueRow
 
 LAUNCH_FAILED = "launch_failed"  # the source event of a launch's follow-up turn intent
 
@@ -38,34 +39,67 @@ def new_token() -> str:
     return os.urandom(16).hex()  # what secrets.token_hex does, without importing it
 
 
+def _still_gone(tx: Tx, gone: Gone) -> bool:
+    """The proof still holds: no runner row under that id, or the same dead one."""
+    current = tx.one("SELECT pid, pid_start_time FROM runners WHERE runner_id = ?",
+                     (gone.runner_id,))
+    if current is None:
+        return True
+    return gone.pid is not None and (current["pid"], current["pid_start_time"]) == (
+        gone.pid, gone.pid_start_time)
+
+
 class StoreBase:
-    """State every mixin needs: the database, the clock and the lease length."""
+    """State every mixin needs: the database, the clocks and the lease length.
+
+    ``_clock`` (wall, epoch ms) stamps rows and lease values; ``_watch`` judges
+    other runners' claims on this process's monotonic clock (``leasewatch``).
+    """
 
     _db: Database
     _clock: Clock
+    _watch: LeaseWatch
     lease_ms: int
 
     def _now(self) -> int:
         return self._clock()
 
     @staticmethod
-    def _fence(tx: Tx, run_id: str, token: str | None, now: int) -> None:
-        """Inside the caller's transaction: a write on behalf of a run needs its live claim."""
+    def _fence(tx: Tx, run_id: str, token: str | None) -> None:
+        """Inside the caller's transaction: a write on behalf of a run needs its claim.
+
+        By token alone, never by the wall clock: a claim stays the holder's
+        until someone takes it over (a new token), so a clock step cannot
+        void a live claim. Who may take one over: ``claims.py``.
+        """
         if token is None:
             return
-        row = tx.one("SELECT claim_token, lease_expires_at FROM workflow_run_queue"
-                     " WHERE run_id = ?", (run_id,))
-        if row is None or row["claim_token"] != token or (row["lease_expires_at"] or 0) <= now:
+        row = tx.one("SELECT claim_token FROM workflow_run_queue WHERE run_id = ?", (run_id,))
+        if row is None or row["claim_token"] != token:
             raise ClaimLost(f"the claim on run {run_id} is no longer held")
 
     @staticmethod
-    def _owned(tx: Tx, run_id: str, token: str, now: int) -> QueueRow:
-        """Inside the caller's transaction: the row, if ``token`` is its live claim."""
+    def _owned(tx: Tx, run_id: str, token: str) -> QueueRow:
+        """Inside the caller's transaction: the row, if ``token`` is its current claim."""
         row = load_row(tx, run_id)
-        if (row.claim_token is None or row.claim_token != token
-                or (row.lease_expires_at or 0) <= now):
+        if row.claim_token is None or row.claim_token != token:
             raise ClaimLost(f"the claim on run {run_id} is no longer held (state {row.state})")
         return row
+
+    def _may_take(self, tx: Tx, row: QueueRow, gone: Gone | None = None) -> bool:
+        """Inside the caller's transaction: may this claimed row be taken from its holder?
+
+        Only if its holder is proven gone (``gone``, still true now), or this
+        process watched the claim make no progress for a whole lease of its
+        own monotonic time. Never because its wall-clock lease looks past: a
+        forward step makes every live lease look so.
+        """
+        if row.claim_token is None or row.lease_expires_at is None:
+            return True  # nothing claimed to take
+        if gone is not None and gone.runner_id == row.runner_id and _still_gone(tx, gone):
+            return True
+        return self._watch.stale(row.run_id, row.claim_token, row.lease_expires_at,
+                                 self.lease_ms)
 
     @staticmethod
     def _add_turn_intent(tx: Tx, session_id: str, run_id: str, source_event: str, cause: str,

@@ -3,7 +3,11 @@
 Owns every operation that hands a run to a runner (``claim_next``, the
 host's pass; ``claim_by_id``, a named run) as one compare-and-set that
 checks the transition or claim transfer, lease renewal, the fence's
-``verify``, and reading the private input. Does not import sqlite3.
+``verify``, and reading the private input. A holder's claim is fenced
+by its token alone; another runner takes it only on proof that the holder
+is gone or after watching it make no progress for a lease of its own
+monotonic time (``leasewatch``): no wall-clock step can take or void a
+live claim. Does not import sqlite3.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from ..states import (
 )
 from .base import StoreBase, load_row, new_token
 from .db import ConstraintViolation, Tx
-from .records import Claim, QueueRow, Renewal
+from .records import Claim, Gone, QueueRow, Renewal
 
 Q = QueueState
 _CLAIMED = sql_list(CLAIMED)
@@ -39,10 +43,15 @@ _SESSION_FREE = (
 
 class ClaimOps(StoreBase):
     def _take(self, tx: Tx, row: QueueRow, runner_id: str, now: int) -> Claim:
-        """CAS one eligible row to a fresh claim owned by ``runner_id``."""
+        """CAS one eligible row to a fresh claim owned by ``runner_id``.
+
+        A claimed row is taken only as the caller judged it (``_may_take``):
+        the CAS names its token, holder and lease, so a renewal in between
+        (progress) or another taker makes it fail.
+        """
         token = new_token()
         lease = now + self.lease_ms
-        params: tuple[int, ...]
+        params: tuple[Any, ...]
         if row.state in UNOWNED:
             check_transition(row.run_id, row.state, Q.STARTING)
             new_state, kind = Q.STARTING, Q.STARTING.value
@@ -50,7 +59,8 @@ class ClaimOps(StoreBase):
         else:
             check_transfer(row.run_id, row.state)
             new_state, kind = Q(row.state), "claim_taken_over"
-            sets, where, params = "", " AND lease_expires_at <= ?", (now,)
+            sets, where = "", " AND runner_id IS ? AND lease_expires_at IS ?"
+            params = (row.runner_id, row.lease_expires_at)
         changed = tx.execute(
             "UPDATE workflow_run_queue SET state = ?, runner_id = ?, claim_token = ?,"
             " lease_expires_at = ?, updated_at = ?" + sets + " WHERE run_id = ? AND state = ?"
@@ -64,8 +74,11 @@ class ClaimOps(StoreBase):
                                                 "previousRunner": row.runner_id})
         return Claim(row.run_id, runner_id, token, lease, new_state, row.state)
 
-    def claim_by_id(self, run_id: str, runner_id: str, *, session: str | None = None) -> Claim:
-        """Claim one named run: queued/parked, or a starting/running one whose lease expired."""
+    def claim_by_id(self, run_id: str, runner_id: str, *, session: str | None = None,
+                    gone: Gone | None = None) -> Claim:
+        """Claim one named run: queued/parked, or a starting/running one whose holder
+        is gone (``gone``, the caller's proof) or that this process watched make no
+        progress for a lease (see ``_may_take``)."""
         validate_run_id(run_id)
         validate_key(runner_id, "runner id")
         now = self._now()
@@ -76,7 +89,7 @@ class ClaimOps(StoreBase):
                         and row.state in (Q.QUEUED, Q.STARTING):
                     raise TransitionRefused(
                         f"run {run_id} belongs to session {row.origin_session}", code="not_owner")
-                if row.state in CLAIMED and (row.lease_expires_at or 0) > now:
+                if row.state in CLAIMED and not self._may_take(tx, row, gone):
                     raise TransitionRefused(
                         f"run {run_id} is {row.state} and owned by runner {row.runner_id}",
                         code="claimed_elsewhere")
@@ -87,6 +100,30 @@ class ClaimOps(StoreBase):
                 f"run {run_id} cannot resume while its session has another active run;"
                 " finish or cancel that run first", code="session_busy") from None
 
+    def _stalled(self, tx: Tx, keep: Collection[str]) -> tuple[str, ...]:
+        """Claimed runs this process watched go a lease without progress (``keep`` aside).
+
+        Every claimed row is looked at on each call, so the watch sees each
+        renewal of a run it might take, and forgets runs no longer claimed.
+        """
+        # Three columns through the state index: a pass stays cheap however
+        # many runs are claimed (a claimed row always has a token and a lease).
+        rows = tx.all("SELECT run_id, claim_token, lease_expires_at FROM workflow_run_queue"
+                      " WHERE state IN " + _CLAIMED)
+        self._watch.keep_only(r["run_id"] for r in rows)
+        return tuple(r["run_id"] for r in rows
+                     if self._watch.stale(r["run_id"], r["claim_token"], r["lease_expires_at"],
+                                          self.lease_ms) and r["run_id"] not in keep)
+
+    def watch_claims(self) -> None:
+        """Look at every claimed row now, as ``claim_next`` does first.
+
+        A runner that is not claiming (all its slots busy) calls this on each
+        pass, so a claim that stalls meanwhile is seen as stalled in time.
+        """
+        with self._db.transaction(write=False) as tx:
+            self._stalled(tx, ())
+
     def claim_next(self, runner_id: str, *, session: str | None = None,
                    keep: Collection[str] = ()) -> Claim | None:
         """Claim the next eligible run: runner affinity first, then the oldest.
@@ -94,9 +131,10 @@ class ClaimOps(StoreBase):
         Without ``session`` the caller is a host: it never takes a session's
         unactivated ``queued`` row or an origin-bound ``starting`` row. With
         ``session`` only that session's rows and unowned rows are eligible.
-        ``keep`` names runs the caller supervises itself: never taken because
-        their lease looks expired (a forward wall-clock step makes every lease
-        look so), since the caller judges their workers by its monotonic clock.
+        A claimed row is eligible only once this store watched it make no
+        progress for a lease of its monotonic time (``_stalled``), never by
+        its wall-clock lease. ``keep`` names runs the caller supervises
+        itself (a host judges its own workers): never taken that way.
         """
         validate_key(runner_id, "runner id")
         now = self._now()
@@ -111,31 +149,30 @@ class ClaimOps(StoreBase):
             params = (session,)
             parked_own, parked_params = own, params
             expired = own
-        kept = tuple(keep)
-        if kept:
-            expired = f"({expired} AND run_id NOT IN ({', '.join('?' * len(kept))}))"
         # Resuming a parked run re-enters its origin session's one active slot
         # (the reservation index): skip it while that session has another run.
         # A parked run carrying an error code waits for a person (for example
         # its workflow file changed: `resume --force`); no runner takes it.
         parked_own = f"{parked_own} AND {_SESSION_FREE} AND error_code IS NULL"
-        eligible = (
-            f"((state = '{Q.QUEUED}' AND {own}) OR (state = '{Q.PARKED}' AND {parked_own})"
-            f" OR (state IN {_CLAIMED} AND lease_expires_at <= ? AND {expired}))"
-        )
-        eligible_params = (*params, *parked_params, now, *(params if session else ()), *kept)
-        queries: Sequence[tuple[str, tuple[Any, ...]]] = (
-            (f"SELECT * FROM workflow_run_queue WHERE runner_affinity = ? AND {eligible}"
-             " ORDER BY created_at, run_id LIMIT 1", (runner_id, *eligible_params)),
-            (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.QUEUED}' AND {own}"
-             " ORDER BY created_at, run_id LIMIT 1", params),
-            (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.PARKED}' AND {parked_own}"
-             " ORDER BY created_at, run_id LIMIT 1", parked_params),
-            ("SELECT * FROM workflow_run_queue WHERE lease_expires_at <= ? AND state IN"
-             f" {_CLAIMED} AND {expired} ORDER BY created_at, run_id LIMIT 1",
-             (now, *(params if session else ()), *kept)),
-        )
         with self._db.transaction() as tx:
+            stalled = self._stalled(tx, keep)
+            taken = f"run_id IN ({', '.join('?' * len(stalled))})" if stalled else "0"
+            expired_params = (*stalled, *(params if session else ()))
+            eligible = (
+                f"((state = '{Q.QUEUED}' AND {own}) OR (state = '{Q.PARKED}' AND {parked_own})"
+                f" OR (state IN {_CLAIMED} AND {taken} AND {expired}))"
+            )
+            eligible_params = (*params, *parked_params, *expired_params)
+            queries: Sequence[tuple[str, tuple[Any, ...]]] = (
+                (f"SELECT * FROM workflow_run_queue WHERE runner_affinity = ? AND {eligible}"
+                 " ORDER BY created_at, run_id LIMIT 1", (runner_id, *eligible_params)),
+                (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.QUEUED}' AND {own}"
+                 " ORDER BY created_at, run_id LIMIT 1", params),
+                (f"SELECT * FROM workflow_run_queue WHERE state = '{Q.PARKED}' AND {parked_own}"
+                 " ORDER BY created_at, run_id LIMIT 1", parked_params),
+                (f"SELECT * FROM workflow_run_queue WHERE state IN {_CLAIMED} AND {taken}"
+                 f" AND {expired} ORDER BY created_at, run_id LIMIT 1", expired_params),
+            )
             found = tx.one(*queries[0])
             if found is None:
                 candidates = [r for q in queries[1:] if (r := tx.one(*q)) is not None]
@@ -144,16 +181,28 @@ class ClaimOps(StoreBase):
                 found = min(candidates, key=lambda r: (r["created_at"], r["run_id"]))
             return self._take(tx, QueueRow.from_row(found), runner_id, now)
 
+    def _next_lease(self, row: QueueRow, now: int) -> int:
+        """A lease a lease ahead of now, and always past the last one.
+
+        Past the last one, so every renewal is a change an observer sees as
+        progress, whatever the wall clock did (after a backward step the
+        lease stays ahead by up to the step until the clock catches up).
+        """
+        return max(now + self.lease_ms, (row.lease_expires_at or 0) + 1)
 
     def renew(self, run_id: str, token: str) -> Renewal:
-        """Extend an unexpired claim; an expired or lost one raises ``ClaimLost``."""
+        """Extend the claim ``token`` still holds; a lost one raises ``ClaimLost``.
+
+        Fenced by the token alone: a wall-clock step either way never makes
+        a live holder's renewal fail. The CAS names the lease it replaces.
+        """
         now = self._now()
         with self._db.transaction() as tx:
-            row = self._owned(tx, run_id, token, now)
-            lease = now + self.lease_ms
+            row = self._owned(tx, run_id, token)
+            lease = self._next_lease(row, now)
             if tx.execute("UPDATE workflow_run_queue SET lease_expires_at = ? WHERE run_id = ?"
-                          " AND claim_token = ? AND lease_expires_at > ?",
-                          (lease, run_id, token, now)) != 1:
+                          " AND claim_token = ? AND lease_expires_at IS ?",
+                          (lease, run_id, token, row.lease_expires_at)) != 1:
                 raise ClaimLost(f"the claim on run {run_id} is no longer held")
             return Renewal(lease, row.cancel_requested)
 
@@ -162,28 +211,26 @@ class ClaimOps(StoreBase):
         holding the old one, is refused at its next fence and writes nothing."""
         now = self._now()
         with self._db.transaction() as tx:
-            row = self._owned(tx, run_id, token, now)
+            row = self._owned(tx, run_id, token)
             fresh = new_token()
-            lease = now + self.lease_ms
+            lease = self._next_lease(row, now)
             if tx.execute("UPDATE workflow_run_queue SET claim_token = ?, lease_expires_at = ?"
-                          " WHERE run_id = ? AND claim_token = ? AND lease_expires_at > ?",
-                          (fresh, lease, run_id, token, now)) != 1:
+                          " WHERE run_id = ? AND claim_token = ? AND lease_expires_at IS ?",
+                          (fresh, lease, run_id, token, row.lease_expires_at)) != 1:
                 raise ClaimLost(f"the claim on run {run_id} is no longer held")
             state = QueueState(row.state)
             return Claim(run_id, str(row.runner_id), fresh, lease, state, state)
 
     def verify(self, run_id: str, token: str) -> QueueRow:
-        """The fence: raise ``ClaimLost`` unless ``token`` is the current, unexpired claim."""
-        now = self._now()
+        """The fence: raise ``ClaimLost`` unless ``token`` is the current claim."""
         with self._db.transaction() as tx:
-            return self._owned(tx, run_id, token, now)
+            return self._owned(tx, run_id, token)
 
 
     def private_input(self, run_id: str, token: str) -> Any:
         """The run's private input, only for the current claim holder."""
-        now = self._now()
         with self._db.transaction() as tx:
-            self._owned(tx, run_id, token, now)
+            self._owned(tx, run_id, token)
             text = tx.scalar("SELECT private_input FROM workflow_run_queue WHERE run_id = ?",
                              (run_id,))
         return None if text is None else json.loads(text)

@@ -41,7 +41,7 @@ class EffectOps(StoreBase):
         validate_key(fingerprint, "fingerprint")
         now = self._now()
         with self._db.transaction() as tx:
-            self._fence(tx, run_id, token, now)
+            self._fence(tx, run_id, token)
             row = tx.one(f"SELECT * FROM effects WHERE {_KEY}", (run_id, node_id, effect_key))
             if row is not None:
                 effect = Effect.from_row(row)
@@ -64,7 +64,7 @@ class EffectOps(StoreBase):
             raise LimitError(f"effect result is larger than {MAX_PAYLOAD_BYTES} bytes")
         now = self._now()
         with self._db.transaction() as tx:
-            self._fence(tx, run_id, token, now)
+            self._fence(tx, run_id, token)
             row = tx.one(f"SELECT * FROM effects WHERE {_KEY}", (run_id, node_id, effect_key))
             if row is None:
                 raise TransitionRefused(f"effect {effect_key} of node {node_id} was never begun")

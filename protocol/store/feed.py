@@ -82,7 +82,7 @@ class FeedOps(StoreBase):
             raise UsageError(f"notification kind must be one of {NOTIFICATION_KINDS}")
         body = encode_payload(payload, "notification payload")
         with self._db.transaction() as tx:
-            self._fence(tx, run_id, token, self._now())
+            self._fence(tx, run_id, token)
             return tx.execute(
                 "INSERT INTO workflow_notifications(session_id, run_id, node_id, idx, kind,"
                 " payload, created_at) VALUES (?,?,?,?,?,?,?)"

@@ -28,7 +28,7 @@ from ..states import (
 )
 from .base import LAUNCH_FAILED, StoreBase, load_row, new_token
 from .db import ConstraintViolation, Tx
-from .records import Claim, QueueRow, RunSource
+from .records import Claim, Gone, QueueRow, RunSource
 
 Q = QueueState
 
@@ -181,7 +181,7 @@ class QueueOps(StoreBase):
                         f"run {run_id} is {row.state}; only its owner can make it {to_state}"
                         + (" (use request_cancel)" if to_state == Q.CANCELLED else ""))
             if token is not None:
-                row = self._owned(tx, run_id, token, now)
+                row = self._owned(tx, run_id, token)
             check_transition(run_id, row.state, to_state)
             claim_sql = "" if to_state in CLAIMED else (
                 ", runner_id = NULL, claim_token = NULL, lease_expires_at = NULL")
@@ -321,28 +321,32 @@ class QueueOps(StoreBase):
             self._event(tx, run_id, "cancel_requested", now, {})
             return load_row(tx, run_id)
 
-    def requeue_expired_starting(self, run_id: str) -> QueueRow:
-        """``starting -> queued`` when the lease expired and no bundle exists."""
-        return self._requeue(run_id, None, "lease_expired")
+    def requeue_expired_starting(self, run_id: str, *, gone: Gone | None = None) -> QueueRow:
+        """``starting -> queued`` when no bundle exists and the claim may be taken
+        from its holder: proven gone (``gone``), or watched by this process go a
+        lease of its monotonic time without progress (never by the wall clock)."""
+        return self._requeue(run_id, None, "runner_dead" if gone else "lease_expired", gone)
 
     def release_starting(self, run_id: str, token: str) -> QueueRow:
         """``starting -> queued`` by the claim holder itself, before any bundle exists."""
         return self._requeue(run_id, token, "released")
 
-    def _requeue(self, run_id: str, token: str | None, reason: str) -> QueueRow:
+    def _requeue(self, run_id: str, token: str | None, reason: str,
+                 gone: Gone | None = None) -> QueueRow:
         validate_run_id(run_id)
         now = self._now()
         with self._db.transaction() as tx:
-            row = self._owned(tx, run_id, token, now) if token else load_row(tx, run_id)
-            if row.state != Q.STARTING or (token is None and (row.lease_expires_at or 0) > now):
-                raise TransitionRefused(f"run {run_id} is not a starting run with an expired lease"
-                                        if token is None else f"run {run_id} is not starting")
+            row = self._owned(tx, run_id, token) if token else load_row(tx, run_id)
+            if row.state != Q.STARTING or (token is None and not self._may_take(tx, row, gone)):
+                raise TransitionRefused(f"run {run_id} is not a starting run whose holder is"
+                                        " gone" if token is None else f"run {run_id} is not"
+                                        " starting")
             check_transition(run_id, row.state, Q.QUEUED)
             changed = tx.execute(
                 "UPDATE workflow_run_queue SET state = ?, runner_id = NULL,"
                 " claim_token = NULL, lease_expires_at = NULL, updated_at = ?"
-                " WHERE run_id = ? AND state = ? AND claim_token IS ?",
-                (Q.QUEUED, now, run_id, row.state, row.claim_token))
+                " WHERE run_id = ? AND state = ? AND claim_token IS ? AND lease_expires_at IS ?",
+                (Q.QUEUED, now, run_id, row.state, row.claim_token, row.lease_expires_at))
             if changed != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
             self._event(tx, run_id, Q.QUEUED, now, {"from": Q.STARTING, "reason": reason})
@@ -352,7 +356,7 @@ class QueueOps(StoreBase):
         """Remove a continuation that failed before its bundle existed (frees the parent)."""
         now = self._now()
         with self._db.transaction() as tx:
-            row = self._owned(tx, run_id, token, now)
+            row = self._owned(tx, run_id, token)
             if row.parent_run_id is None or row.state != Q.STARTING:
                 raise TransitionRefused(f"run {run_id} is not an unstarted continuation")
             if tx.execute("DELETE FROM workflow_run_queue WHERE run_id = ? AND state = ?"

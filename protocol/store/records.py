@@ -92,6 +92,20 @@ class Claim:
 
 
 @record(frozen=True)
+class Gone:
+    """A caller's proof that a claim's holder is gone, checked again in the claiming CAS.
+
+    ``pid`` None: the holder had no ``runners`` row (every live runner keeps
+    one while it holds claims). Otherwise its row named this process, which
+    the caller proved dead on this machine (``protocol.liveness``).
+    """
+
+    runner_id: str
+    pid: int | None = None
+    pid_start_time: float | None = None
+
+
+@record(frozen=True)
 class Renewal:
     lease_expires_at: int
     cancel_requested: bool

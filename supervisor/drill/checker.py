@@ -26,6 +26,7 @@ KINDS = (
     "node_finished_twice", "effect_applied_twice", "effect_missing", "stale_write",
     "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
     "follow_up_lost", "leftover_process", "loose_permissions", "unexpected_failure",
+    "clock_step_restart",  # judged by the clock_step fault itself (drill/clockstep.py)
 )
 # How a drill run may fail: each is what one of its faults, or its doomed launches,
 # leaves behind (a Pi killed mid-step, an effect killed in flight, a workflow file

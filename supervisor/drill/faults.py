@@ -7,7 +7,8 @@ process is hit depends on what runs at that moment) and applying them:
 a session command; a SIGTERM drain of the host (restarted once it exited);
 SIGSTOP of a worker past its lease, then SIGCONT; the store's write lock
 held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds;
-``kill -9`` of the host's zygote, or of the spare worker it keeps.
+``kill -9`` of the host's zygote, or of the spare worker it keeps; the
+wall clock of every product process stepped (``clockstep``).
 Workers and Pi children are found through the ``processes.json`` of running
 runs and proven by pid and start time before any signal; the zygote and its
 spare by their titles among the host's children. Imports
@@ -22,6 +23,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +35,7 @@ from ...protocol.spawn import PIPE, spawn
 from ...protocol.states import QueueState
 from ...protocol.store import Store
 from ...protocol.wire import MARKER_ENV
+from .clockstep import ClockStepper
 from .hosts import Hosts
 from .scratch import Scratch
 from .workload import Launcher
@@ -41,6 +44,7 @@ KINDS: dict[str, float] = {  # kind -> weight
     "host_kill9": 1.4, "host_drain": 0.6, "worker_kill9": 2.0, "pi_kill9": 1.0,
     "session_kill9": 1.0, "worker_stop": 0.8, "store_lock": 0.8,
     "zygote_kill9": 0.5, "spare_kill9": 0.5,
+    "clock_step": 0.5,
 }
 # A child that holds the store's write lock, then lets go (sqlite3 is imported only
 # there: the product's modules leave SQLite to the store).
@@ -62,9 +66,10 @@ class Planned:
     hold: float  # seconds a lock or a stop lasts
 
 
-def plan(rng: random.Random, agents: bool) -> list[Planned]:
-    """One or two faults for an iteration, drawn from ``rng``."""
-    kinds = {k: w for k, w in KINDS.items() if agents or k != "pi_kill9"}
+def plan(rng: random.Random, agents: bool, only: Collection[str] = ()) -> list[Planned]:
+    """One or two faults for an iteration, drawn from ``rng`` (among ``only``, if given)."""
+    kinds = {k: w for k, w in KINDS.items() if (agents or k != "pi_kill9")
+             and (not only or k in only)}
     count = 1 if rng.random() < 0.7 else 2
     names = rng.choices(list(kinds), weights=list(kinds.values()), k=count)
     return [Planned(name, round(rng.uniform(0.2, 1.6), 3), rng.random(),
@@ -76,6 +81,7 @@ class Injector:
     scratch: Scratch
     hosts: Hosts
     launcher: Launcher
+    clock: ClockStepper | None = None  # None: clock_step left out of the drill
     started: float = field(default_factory=time.monotonic)
     injected: list[dict[str, Any]] = field(default_factory=list)
 
@@ -187,6 +193,13 @@ class Injector:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
         return f"worker {pid} of {run_id}", f"stopped {stopped:.1f} s"
+
+    def _clock_step(self, fault: Planned) -> tuple[str | None, str]:
+        """The wall clock of every product process an hour ahead, then behind, then
+        right; no live worker may be killed or lose its claim for it."""
+        if self.clock is None:
+            return None, "the drill's clock offset is not installed"
+        return "the clock of every product process", self.clock.step(fault.hold)
 
     def _zygote(self) -> psutil.Process | None:
         """The current host's zygote (its title names it), if it has one."""

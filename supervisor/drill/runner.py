@@ -26,6 +26,7 @@ from ...protocol.bundle import Bundle
 from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from .checker import Violation, check
+from .clockstep import ClockStepper
 from .durable import collect, marked_processes
 from .faults import Injector, plan
 from .hosts import Hosts
@@ -47,6 +48,7 @@ class Options:
     seed: int
     project: Path
     report: Path
+    faults: tuple[str, ...] = ()  # only these kinds are drawn (all when empty)
 
 
 def pi_binary() -> str | None:
@@ -81,7 +83,11 @@ class Drill:
         self.names = write_workflows(self.scratch, agents=self.pi is not None)
         self.hosts = Hosts(self.scratch)
         self.launcher = Launcher(self.scratch)
-        self.injector = Injector(self.scratch, self.hosts, self.launcher)
+        # Before any child starts: every product process reads the stepped clock.
+        clock = None
+        if not options.faults or "clock_step" in options.faults:
+            clock = ClockStepper.install(self.scratch, self.hosts)
+        self.injector = Injector(self.scratch, self.hosts, self.launcher, clock=clock)
         self.watermarks: dict[str, int] = {}
         self.good: set[str] = set()  # settled runs already checked clean
         self.seen: set[tuple[str, str | None, str]] = set()
@@ -114,6 +120,8 @@ class Drill:
                           self.scratch.ledger, processes=final,
                           only=None if final else self._unsettled())
         found = check(durable, final=final, watermarks=self.watermarks)
+        if self.injector.clock is not None:  # what the clock_step fault saw
+            found += self.injector.clock.violations
         bad = {v.run_id for v in found}
         for violation in found:
             key = (violation.kind, violation.run_id, violation.evidence)
@@ -169,7 +177,7 @@ class Drill:
 
     def iteration(self, number: int) -> None:
         self.hosts.ensure()
-        faults = plan(self.rng, self.pi is not None)
+        faults = plan(self.rng, self.pi is not None, self.options.faults)
         thread = threading.Thread(target=self.injector.run, args=(number, faults),
                                   name="drill-faults", daemon=True)
         thread.start()

@@ -101,7 +101,9 @@ class Host:
         self.project_key = project_key(paths.project)
         # Each store call backs off on a busy store for a while; a longer
         # outage reaches serve(), which backs off the whole pass.
-        self.store: Store = with_retries(open_store(settings, paths.store_file, clock=clock),
+        # The store judges other runners' claims on this same monotonic clock.
+        self.store: Store = with_retries(open_store(settings, paths.store_file, clock=clock,
+                                                    monotonic=monotonic),
                                          deadline_s=5.0, on_retry=_log_retry)
         self.lock = HostLock(paths.host_lock)
         self.workers: dict[str, WorkerHandle] = {}  # the current worker of each run
@@ -268,7 +270,7 @@ class Host:
     def _stop_hung(self) -> None:
         # Monotonic only: the wall clock may step (NTP, a VM resume) either way.
         now, lease_s = self.monotonic(), self.settings.lease_ms / 1000
-        hung: list[WorkerHandle] = []
+        hung: list[Claim] = []
         for handle in self.workers.values():
             if handle.phase in (Phase.KILLED, Phase.RETIRING):
                 continue  # to be reaped
@@ -289,34 +291,34 @@ class Host:
             elif row is None or row.claim_token != handle.claim.token:
                 handle.terminate(now)  # another runner owns the run now
             elif handle.stalled_for(row.lease_expires_at, now) >= lease_s:
-                # No renewal for a whole lease of the host's monotonic time: its
-                # claim has lapsed (the lease it wrote is past for every clock
-                # that did not step back), so it can no longer write anything: no
-                # point in a graceful stop. The run is claimed again below.
+                # No renewal for a whole lease of the host's monotonic time (the
+                # wall clock plays no part: a step either way changes nothing
+                # here). The store fences by token alone, so the claim is
+                # rotated first (the worker's next write is refused), then the
+                # worker is killed with no graceful step and the run restarted.
                 logger.warning("worker for {} stopped renewing its lease; killing it",
                                handle.run_id)
+                fresh = self._fence_out(handle)
                 self._kill_run(handle)
-                hung.append(handle)
+                if fresh is not None:
+                    hung.append(fresh)
             elif handle.phase == Phase.STARTING and row.state == QueueState.RUNNING:
                 handle.change(Phase.RUNNING, now)
-        for handle in hung:
-            self._reclaim(handle)
+        for claim in hung:
+            self._spawn(claim)  # retires the killed worker, counts it as a crash
 
-    def _reclaim(self, handle: WorkerHandle) -> None:
-        """Claim a killed hung worker's run again under a new token, at once.
+    def _fence_out(self, handle: WorkerHandle) -> Claim | None:
+        """The hung worker's claim under a new token, so it can write nothing more.
 
-        Its lease may still look live by the wall clock (frozen, or stepped
-        back), so waiting for claim_next to see it expired could take as long
-        as the step. When the store refuses (the lease looks expired, or
-        someone else took the run), claim_next takes it below, if it can.
+        None while draining (the reaped worker's claim is given back as in
+        any drain) or when the claim is no longer ours.
         """
         if self.stopping:
-            return  # reaped, then given back, as in any drain
+            return None
         try:
-            claim = self.store.rotate(handle.run_id, handle.claim.token)
+            return self.store.rotate(handle.run_id, handle.claim.token)
         except ClaimLost:
-            return
-        self._spawn(claim)
+            return None
 
     def _renew_pending(self) -> None:
         for run_id, pending in list(self.pending.items()):
@@ -348,10 +350,14 @@ class Host:
             self._spawn(claim)
 
     def _claim(self) -> None:
+        if len(self.workers) + len(self.pending) >= self.concurrency:
+            # Not claiming, still watching: a claim that stalls meanwhile is due
+            # a lease after its last renewal, not a lease after a slot frees.
+            self.store.watch_claims()
+            return
         while len(self.workers) + len(self.pending) < self.concurrency:
-            # Runs with a worker of ours are judged by _stop_hung on the
-            # monotonic clock, not taken back because a wall-clock step made
-            # their lease look expired (that would kill a live worker).
+            # Runs with a worker of ours are judged by _stop_hung, never taken
+            # back by claim_next (which would kill that worker as superseded).
             keep = tuple(r for r, h in self.workers.items() if h.phase != Phase.KILLED)
             claim = self.store.claim_next(self.runner_id, keep=keep)
             if claim is None:

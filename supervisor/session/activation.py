@@ -21,10 +21,11 @@ from dataclasses import dataclass
 
 from ...protocol.bundle import bundle_exists
 from ...protocol.errors import ConflictError, ExitCode, TransitionRefused
-from ...protocol.paths import Paths
+from ...protocol.paths import Paths, project_key
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import Claim, QueueRow, Store
+from ..procs.gone import clear_gone_holder
 from ..procs.oslayer import OsLayer
 from ..views.runview import RunView
 from ..views.wording import cli
@@ -80,23 +81,28 @@ def _claim(store: Store, paths: Paths, session: str,
            runner: SessionRunner) -> Claim | Activation:
     """The session's launch, claimed here; recovery of an interrupted one comes first.
 
-    An expired ``starting`` row with no bundle goes back to ``queued`` (the
-    seed's recovery) and is claimed again; one with a bundle, or a
-    ``running`` row whose owner stopped renewing, is taken over, and the
+    A ``starting`` row whose holder is gone (no runner row, or a dead
+    process: ``procs.gone``, never a wall-clock lease) goes back to
+    ``queued`` if it has no bundle (the seed's recovery) and is claimed
+    again; one with a bundle, or a ``running`` row, is taken over, and the
     worker reconciles it from its bundle (resume, settle, or fail).
     """
     row = store.find_session_reservation(session)
     if row is None:
         return _nothing(f"nothing to activate for session {session}")
+    gone = None
+    if row.state in CLAIMED and row.runner_id is not None:
+        gone = clear_gone_holder(store, runner.os, project_key(paths.project), row.run_id,
+                                 row.runner_id)
     if row.state == Q.STARTING and not bundle_exists(paths.runs_dir, row.run_id):
         try:
-            row = store.requeue_expired_starting(row.run_id)
+            row = store.requeue_expired_starting(row.run_id, gone=gone)
         except TransitionRefused:
             return _nothing(f"run {row.run_id} of session {session} is starting in another"
                             f" process; `{cli(paths.project, 'status', '--session', session)}`"
                             " shows it")
     try:
-        return store.claim_by_id(row.run_id, runner.runner_id, session=session)
+        return store.claim_by_id(row.run_id, runner.runner_id, session=session, gone=gone)
     except (TransitionRefused, ConflictError) as exc:
         if row.state in CLAIMED or exc.code == "claimed_elsewhere":
             return _nothing(f"run {row.run_id} of session {session} is already {row.state}"

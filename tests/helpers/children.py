@@ -35,9 +35,12 @@ from .waiting import wait_for
 
 def take_over_later(store_path: str, runs: str, project: str, run_id: str,
                     conn: Connection) -> None:
-    """The new owner: once told, claim ``run_id`` as soon as its lease ran out; hold it;
-    run it to the end when told to."""
-    with Store(Path(store_path), lease_ms=60_000) as store:
+    """The new owner: once told, claim ``run_id`` as soon as it watched the old claim
+    go a lease (1 s, the harness's) unrenewed; hold it; run it to the end when told to.
+
+    Nobody watches its own claim, so it holds however long the test takes.
+    """
+    with Store(Path(store_path), lease_ms=1_000) as store:
         conn.send("ready")
         assert conn.recv() == "take"
 
@@ -45,7 +48,7 @@ def take_over_later(store_path: str, runs: str, project: str, run_id: str,
             try:
                 return store.claim_by_id(run_id, "runner-new")
             except TransitionRefused:
-                return None  # the old lease has not run out yet
+                return None  # not watched unrenewed for a lease yet
 
         claim: Claim = wait_for(claimed, 30, what="the old lease to run out", interval=0.01)
         conn.send(claim.token)
@@ -165,8 +168,14 @@ def race_short_leases(path: str, runs_dir: str, runner: str, barrier: Barrier, o
 
 def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
                         conn: Connection) -> None:
-    """The new owner: claim an expired run, write through the fence, then obey the parent."""
-    with Store(Path(path), clock=FakeClock(now)) as store:
+    """The new owner: claim a stalled run, write through the fence, then obey the parent.
+
+    Stalled: it watched the claim go a lease of its monotonic time unrenewed.
+    """
+    mono = FakeClock(0.0)
+    with Store(Path(path), clock=FakeClock(now), monotonic=mono) as store:
+        store.watch_claims()
+        mono.advance(store.lease_ms / 1000)
         claim = store.claim_by_id(run_id, "runner-new")
         target = Path(bundle_dir) / "state.json"
         with fenced(store, Path(bundle_dir), run_id, claim.token):

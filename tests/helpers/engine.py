@@ -38,7 +38,7 @@ from pi_workflows.worker.control import Control
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import RunOutcome, execute_claim
 
-from .clocks import LaterClock
+from .clocks import FakeClock, LaterClock
 
 ROOT = Path(__file__).resolve().parents[2]
 HEADER = (
@@ -177,9 +177,14 @@ class Harness:
                              **kwargs)
 
     def after_crash(self, run_id: str, **kwargs: Any) -> RunOutcome:
-        """What a new runner does once a crashed owner's lease ran out: claim and resume."""
+        """What a new runner does once it watched a crashed owner's claim go a lease
+        without renewal (its own monotonic time, here a clock the test moves):
+        claim and resume."""
+        mono = FakeClock(0.0)
         with Store(self.store_path, lease_ms=self.lease_ms,
-                   clock=LaterClock(self.lease_ms + 1)) as later:
+                   clock=LaterClock(self.lease_ms + 1), monotonic=mono) as later:
+            later.watch_claims()
+            mono.advance(self.lease_ms / 1000)
             claim = later.claim_by_id(run_id, "runner-2")
             kwargs.setdefault("fsync", "never")
             return execute_claim(later, claim, runs_dir=self.runs, project_dir=self.project,

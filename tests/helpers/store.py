@@ -1,6 +1,7 @@
 """Store builders shared by the store, gc and run-reference tests.
 
-Owns ``SOURCE`` (a run source), ``put_in_state`` (a row driven to any queue
+Owns ``SOURCE`` (a run source), ``lapse`` (a claim watched for a lease),
+``put_in_state`` (a row driven to any queue
 state) and raw reads of the file (``raw_row``, ``all_rows``, ``snapshot``).
 Importable by spawned child processes: it must not import pytest, a
 conftest or a test module.
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pi_workflows.protocol.store import RunEvent, RunSource, Store
+
+from .clocks import FakeClock
 
 SOURCE = RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
                    "sha256:" + "0" * 64)
@@ -40,6 +43,13 @@ def all_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
         return {n: conn.execute(f"SELECT * FROM {n}").fetchall() for n in names}
     finally:
         conn.close()
+
+
+def lapse(store: Store, mono: FakeClock[float], ms: int | None = None) -> None:
+    """The store watches every claim, then a lease (or ``ms``) of its monotonic time
+    passes: what it takes for the store to see a claim stalled."""
+    store.watch_claims()
+    mono.advance((store.lease_ms if ms is None else ms) / 1000)
 
 
 def events(store: Store, run_id: str) -> list[RunEvent]:

@@ -29,9 +29,13 @@ def drill_command(
         "--iterations", min=1, metavar="N", help="Iterations of work and faults.")] = 20,
     seed: Annotated[int, typer.Option("--seed", metavar="S",
                                       help="Seed for every random choice.")] = 0,
+    faults: Annotated[str | None, typer.Option(
+        "--faults", metavar="KIND[,KIND...]", show_default=False,
+        help="Draw only these fault kinds (default: every kind; docs/drills.md lists"
+             " them), for example clock_step.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run workflows under random kill -9s, drains, stops and store locks; check invariants.
+    """Run workflows under kill -9s, drains, stops, store locks and clock steps; check invariants.
 
     Every iteration starts detached, session and deferred runs (agent steps too
     when Pi is installed), injects faults chosen from the seed, and checks the
@@ -40,7 +44,14 @@ def drill_command(
 
     Example: pi-workflows drill --iterations 200 --seed 7 --project /tmp/drill --report drill.json
     """
+    from ...drill.faults import KINDS
     from ...drill.runner import Options, run_drill
+
+    kinds = tuple(k.strip() for k in (faults or "").split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or (faults is not None and not kinds):
+        raise UsageError(f"--faults {faults}: unknown kind(s) {', '.join(unknown) or '(none)'};"
+                         f" the kinds are {', '.join(KINDS)}")
 
     target = report.expanduser().absolute()
     root = project.expanduser().absolute()
@@ -48,7 +59,7 @@ def drill_command(
         raise UsageError(f"--report {report} must be outside the drill's project {project}")
     if target.is_dir() or not target.parent.is_dir():
         raise UsageError(f"--report {report}: not a file in an existing directory")
-    result = run_drill(Options(iterations, seed, root, target), typer.echo)
+    result = run_drill(Options(iterations, seed, root, target, kinds), typer.echo)
     if as_json:
         emit_json(result.as_json())
     else:

@@ -10,7 +10,7 @@ from pi_workflows.protocol.errors import ClaimLost, ConflictError, TransitionRef
 from pi_workflows.protocol.store import QueueRow, Store
 
 from tests.helpers.clocks import FakeClock
-from tests.helpers.store import SOURCE, events, put_in_state, snapshot
+from tests.helpers.store import SOURCE, events, lapse, put_in_state, snapshot
 
 LEASE = 30_000
 
@@ -30,36 +30,37 @@ def test_claim_next_prefers_affinity_then_oldest(store: Store, clock: FakeClock[
     assert store.claim_next("runner-a") is None
 
 
-def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock[int]) -> None:
+def test_claim_next_takes_the_oldest_across_kinds(store: Store, clock: FakeClock[int],
+                                                  mono: FakeClock[float]) -> None:
     token = put_in_state(store, "expired", "running")
     clock.advance(1)
     put_in_state(store, "parked", "parked")
     clock.advance(1)
     store.enqueue_detached("queued", SOURCE, {})
-    clock.advance(LEASE)  # "expired" is now up for takeover and is the oldest
+    lapse(store, mono)  # "expired" is now up for takeover and is the oldest
     got = [store.claim_next("runner-b") for _ in range(3)]
     assert [c.run_id for c in got if c] == ["expired", "parked", "queued"]
     assert got[0] is not None and got[0].state == "running" and got[0].token != token
 
 
-def test_claim_next_leaves_kept_runs_whose_lease_looks_expired(
-        store: Store, clock: FakeClock[int]) -> None:
+def test_claim_next_leaves_kept_runs_it_saw_stall(
+        store: Store, mono: FakeClock[float]) -> None:
     put_in_state(store, "mine", "running")
     put_in_state(store, "theirs", "running")
     store.enqueue_detached("queued", SOURCE, {}, runner_affinity="host")  # the affinity query too
-    clock.advance(LEASE)  # a forward wall-clock step: every lease looks expired
+    lapse(store, mono)  # neither renewed for a lease
     got = [store.claim_next("host", keep=("mine",)) for _ in range(3)]
     assert {c.run_id for c in got if c} == {"theirs", "queued"}  # kept only from expiry
     claim = store.claim_next("host")
     assert claim is not None and claim.run_id == "mine"
 
 
-def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock[int]) -> None:
+def test_host_never_claims_a_session_launch(store: Store, mono: FakeClock[float]) -> None:
     store.reserve("s-run", SOURCE, {"secret": 1}, "session-1")
     assert store.claim_next("host") is None
     claim = store.claim_next("rs", session="session-1")
     assert claim is not None and claim.run_id == "s-run"
-    clock.advance(LEASE * 10)  # an origin-bound starting row waits for its session
+    lapse(store, mono, LEASE * 10)  # an origin-bound starting row waits for its session
     before = snapshot(store, "s-run")
     assert store.claim_next("host") is None
     assert store.claim_next("rs2", session="session-2") is None
@@ -69,12 +70,12 @@ def test_host_never_claims_a_session_launch(store: Store, clock: FakeClock[int])
 
 
 def test_host_takes_over_an_expired_running_session_run(
-        store: Store, clock: FakeClock[int]) -> None:
+        store: Store, mono: FakeClock[float]) -> None:
     store.reserve("s-run", SOURCE, {}, "session-1")
     claim = store.claim_next("rs", session="session-1")
     assert claim is not None
     store.mark_running("s-run", claim.token)
-    clock.advance(LEASE)
+    lapse(store, mono)
     taken = store.claim_next("host")
     assert taken is not None and taken.run_id == "s-run" and taken.state == "running"
 
@@ -92,12 +93,12 @@ def test_session_claims_only_its_own_or_unowned_rows(store: Store, clock: FakeCl
     assert info.value.code == "not_owner"
 
 
-def test_takeover_of_an_expired_claim_fences_the_old_token(store: Store,
-                                                            clock: FakeClock[int]) -> None:
+def test_takeover_of_a_stalled_claim_fences_the_old_token(store: Store,
+                                                           mono: FakeClock[float]) -> None:
     old = put_in_state(store, "r1", "running")
-    clock.advance(LEASE - 1)
+    lapse(store, mono, LEASE - 1)
     assert store.claim_next("runner-b") is None  # one millisecond left: still owned
-    clock.advance(1)
+    mono.advance(0.001)
     new = store.claim_next("runner-b")
     assert new is not None and new.token != old and new.state == "running"
     assert events(store, "r1")[-1].type == "claim_taken_over"
@@ -109,21 +110,26 @@ def test_takeover_of_an_expired_claim_fences_the_old_token(store: Store,
     store.finish("r1", new.token)
 
 
-def test_renew_extends_only_an_unexpired_claim(store: Store, clock: FakeClock[int]) -> None:
+def test_renew_extends_the_claim_until_it_is_taken_over(
+        store: Store, clock: FakeClock[int], mono: FakeClock[float]) -> None:
     token = put_in_state(store, "r1", "running")
     clock.advance(LEASE - 1)
     renewal = store.renew("r1", token)
     assert renewal.lease_expires_at == clock.now + LEASE and not renewal.cancel_requested
-    clock.advance(LEASE)  # exactly at expiry: gone
+    clock.advance(LEASE)  # past its wall-clock lease: the token still holds it
+    assert store.renew("r1", token).lease_expires_at == clock.now + LEASE
+    lapse(store, mono)
+    assert store.claim_next("runner-b") is not None
     before = snapshot(store, "r1")
     with pytest.raises(ClaimLost):
         store.renew("r1", token)
     assert snapshot(store, "r1") == before
 
 
-def test_mark_running_needs_an_unexpired_claim(store: Store, clock: FakeClock[int]) -> None:
+def test_mark_running_needs_the_current_claim(store: Store, mono: FakeClock[float]) -> None:
     token = put_in_state(store, "r1", "starting")
-    clock.advance(LEASE)
+    lapse(store, mono)
+    assert store.claim_by_id("r1", "runner-b").token != token
     before = snapshot(store, "r1")
     with pytest.raises(ClaimLost):
         store.mark_running("r1", token)
@@ -309,5 +315,4 @@ def test_a_rotated_claim_fences_out_the_old_token(store: Store, clock: FakeClock
     assert store.verify("r1", fresh.token).state == claim.state
     assert events(store, "r1") == before  # the same claim: nothing to tell the feed
     clock.advance(LEASE)
-    with pytest.raises(ClaimLost):
-        store.rotate("r1", fresh.token)  # an expired claim is not revived
+    assert store.rotate("r1", fresh.token).token != fresh.token  # no wall clock judges it

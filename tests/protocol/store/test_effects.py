@@ -7,7 +7,7 @@ from pi_workflows.protocol.errors import ClaimLost, ConflictError, LimitError, T
 from pi_workflows.protocol.store import Store
 
 from tests.helpers.clocks import FakeClock
-from tests.helpers.store import put_in_state
+from tests.helpers.store import lapse, put_in_state
 
 KEY = ("r1", "send-mail", "mail-1")
 
@@ -84,10 +84,10 @@ def test_effect_result_is_bounded(store: Store) -> None:
     assert effect is not None and effect.state == "pending"
 
 
-def test_fenced_effect_writes_need_the_live_claim(store: Store, clock: FakeClock[int]) -> None:
+def test_fenced_effect_writes_need_the_live_claim(store: Store, mono: FakeClock[float]) -> None:
     old = put_in_state(store, "r1", "running")
     assert _begin(store, token=old) == ("pending", True)
-    clock.advance(store.lease_ms)
+    lapse(store, mono)
     new = store.claim_by_id("r1", "runner-b")
     for attempt in (lambda: store.apply_effect(*KEY, {"late": True}, token=old),
                     lambda: store.reject_effect(*KEY, {}, token=old),

@@ -6,7 +6,6 @@ import itertools
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -205,14 +204,16 @@ def test_concurrent_claimers_resolve_each_intent_once(tmp_path: Path) -> None:
         assert all(store.get_turn_intent(i).state == "resolved" for i in ids)  # type: ignore[union-attr]
 
 
-def test_a_notification_written_with_a_lost_claim_is_refused(store: Store, clock: Any) -> None:
+def test_a_notification_written_with_a_lost_claim_is_refused(store: Store,
+                                                              mono: FakeClock[float]) -> None:
     from pi_workflows.protocol.errors import ClaimLost
 
-    from tests.helpers.store import put_in_state
+    from tests.helpers.store import lapse, put_in_state
 
     token = put_in_state(store, "r1", "running")
     assert store.add_notification("s1", "r1", "n", 1, "progress", {"m": 1}, token=token)
-    clock.advance(store.lease_ms + 1)  # the lease lapses: the writer is stale now
+    lapse(store, mono)  # the claim stalls and is taken over: the writer is stale
+    store.claim_by_id("r1", "runner-b")
     with pytest.raises(ClaimLost):
         store.add_notification("s1", "r1", "n", 2, "progress", {"m": 2}, token=token)
     _, rows = store.claim_notifications("s1")

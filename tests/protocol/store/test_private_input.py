@@ -9,7 +9,7 @@ from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.store import Store
 
 from tests.helpers.clocks import FakeClock
-from tests.helpers.store import SOURCE, all_rows, put_in_state, raw_row
+from tests.helpers.store import SOURCE, all_rows, lapse, put_in_state, raw_row
 
 MARKER = "PRIVATE-MARKER-7f3a9c"
 INPUT = {"task": "deploy", "credentials": {"note": MARKER}, "list": [MARKER, 1]}
@@ -41,7 +41,7 @@ def test_input_is_cleared_when_a_starting_launch_is_cancelled(store: Store) -> N
     assert _stored_input(store, "r1") is None
 
 
-def test_only_the_claim_holder_reads_the_input(store: Store, clock: FakeClock[int]) -> None:
+def test_only_the_claim_holder_reads_the_input(store: Store, mono: FakeClock[float]) -> None:
     store.reserve("r1", SOURCE, INPUT, "session-1")
     with pytest.raises(ClaimLost):
         store.private_input("r1", "guess")  # queued: nobody holds a claim
@@ -50,10 +50,10 @@ def test_only_the_claim_holder_reads_the_input(store: Store, clock: FakeClock[in
     assert store.private_input("r1", claim.token) == INPUT
     with pytest.raises(ClaimLost):
         store.private_input("r1", "guess")
-    clock.advance(store.lease_ms)
-    with pytest.raises(ClaimLost):
-        store.private_input("r1", claim.token)  # expired claims read nothing
+    lapse(store, mono)
     new = store.claim_next("runner-b", session="session-1")
+    with pytest.raises(ClaimLost):
+        store.private_input("r1", claim.token)  # a claim taken over reads nothing
     assert new is not None and store.private_input("r1", new.token) == INPUT
     store.mark_running("r1", new.token)
     assert store.private_input("r1", new.token) is None

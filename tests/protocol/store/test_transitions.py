@@ -15,7 +15,7 @@ from pi_workflows.protocol.states import QUEUE_STATES, TRANSITIONS, allowed
 from pi_workflows.protocol.store import Store
 
 from tests.helpers.clocks import FakeClock
-from tests.helpers.store import SOURCE, events, put_in_state, raw_row, snapshot
+from tests.helpers.store import SOURCE, events, lapse, put_in_state, raw_row, snapshot
 
 LEASE = 30_000
 
@@ -92,11 +92,15 @@ def test_starting_to_cancelled(store: Store) -> None:
     _assert_moved(store, "r1", n, "cancelled", "starting")
 
 
-def test_starting_to_queued_after_lease_expiry(store: Store, clock: FakeClock[int]) -> None:
+def test_starting_to_queued_after_lease_expiry(store: Store, clock: FakeClock[int],
+                                              mono: FakeClock[float]) -> None:
     put_in_state(store, "r1", "starting")
     with pytest.raises(TransitionRefused):
-        store.requeue_expired_starting("r1")  # lease still live
-    clock.advance(LEASE)
+        store.requeue_expired_starting("r1")  # watched for no time yet
+    clock.advance(LEASE)  # nor is the wall clock what decides
+    with pytest.raises(TransitionRefused):
+        store.requeue_expired_starting("r1")
+    lapse(store, mono)
     n = len(events(store, "r1"))
     row = store.requeue_expired_starting("r1")
     assert row.has_private_input  # the next activation needs the input again
@@ -219,9 +223,9 @@ def test_claim_of_a_live_claim_is_refused(store: Store, state: str) -> None:
     assert snapshot(store, "r1") == before
 
 
-def test_stale_token_cannot_move_a_taken_over_run(store: Store, clock: FakeClock[int]) -> None:
+def test_stale_token_cannot_move_a_taken_over_run(store: Store, mono: FakeClock[float]) -> None:
     old = put_in_state(store, "r1", "running")
-    clock.advance(LEASE)
+    lapse(store, mono)
     new = store.claim_by_id("r1", "runner-b")
     assert new.state == "running" and new.token != old
     before = snapshot(store, "r1")

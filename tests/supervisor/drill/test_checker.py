@@ -463,3 +463,27 @@ def test_a_projection_rewritten_while_it_is_read_is_read_again(
     durable = collect(paths, [RUN], tmp_path, tmp_path / "ledger.txt")
     monkeypatch.undo()
     assert durable.runs[RUN].state == {"traceSeq": 9, "status": "running"}
+
+
+def test_a_run_resumed_while_only_the_clock_stepped_is_a_clock_step_restart(
+        tmp_path: Path) -> None:
+    from pi_workflows.supervisor.drill.clockstep import ClockStepper, Watched
+    from pi_workflows.supervisor.drill.hosts import Hosts
+    from pi_workflows.supervisor.drill.scratch import Scratch
+
+    scratch = Scratch.create(tmp_path / "drill", 1)
+    stepper = ClockStepper.install(scratch, Hosts(scratch))
+    trace = scratch.paths.runs_dir / RUN / "trace.ndjson"
+    trace.parent.mkdir(parents=True)
+    lines = [{"seq": 1, "type": "run_started", "payload": {}},
+             {"seq": 2, "type": "run_resumed", "payload": {"boundary": False}}]  # a pause
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    stepper._judge([Watched(RUN, 4242, 0)])
+    assert stepper.violations == []
+    lines.append({"seq": 3, "type": "run_resumed", "payload": {"boundary": True}})
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    stepper._judge([Watched(RUN, 4242, 0)])
+    assert [(v.kind, v.run_id) for v in stepper.violations] == [("clock_step_restart", RUN)]
+    assert "4242" in stepper.violations[0].evidence
+    assert scratch.env["PI_WORKFLOWS_DRILL_CLOCK_OFFSET"] == str(stepper.offset_file)
+    assert stepper.offset_file.read_text() == "+0\n"

@@ -8,14 +8,15 @@ store and the lock are real. No threads, no sleeps, no real processes.
 from __future__ import annotations
 
 import errno
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from loguru import logger
-from pi_workflows.protocol.errors import ClaimLost
 from pi_workflows.protocol.fence import bundle_lock
+from pi_workflows.protocol.liveness import host_name, process_start_time
 from pi_workflows.protocol.settings import load_settings, resolve_paths
 from pi_workflows.protocol.store import Claim
 from pi_workflows.protocol.wire import WorkerExit
@@ -331,21 +332,42 @@ def test_a_renewing_worker_is_not_killed_by_a_forward_wall_clock_step(rig: Rig) 
     worker = _one_live_worker(host, fake_os)
     _renewing_passes(host, mono, worker, 12)
     _wall(host).advance(HOUR_MS)  # a VM resumes an hour later
-    for _ in range(9):  # up to its next renewal, and on to just short of a lease
-        mono.advance(1.0)
-        host.loop_once()
-    # Neither killed as hung nor its run taken back by the host's own claim.
+    # Its renewals go on (the store fences by token, not by the wall clock), and
+    # the host neither kills it as hung nor takes its run back, for leases on end.
+    _renewing_passes(host, mono, worker, 35)
     assert host.workers["r1"] is worker and signal.SIGKILL not in _proc(worker).signals
     row = host.store.get("r1")
     assert row is not None and row.claim_token == worker.claim.token
-    # The store itself judges leases by the wall clock: the worker's next renewal
-    # is refused and it exits as one that lost its claim; the host claims the run
-    # again, still without killing anything.
-    with pytest.raises(ClaimLost):
-        host.store.renew("r1", worker.claim.token)
-    _proc(worker).code = WorkerExit.CLAIM_LOST
+
+
+def _other_runners_claim(host: Host) -> str:
+    """r2, claimed by a live terminal session (registered as this very process)."""
+    host.store.register_runner("session-t", "session", os.getpid(), process_start_time(),
+                               host_name())
+    enqueue(host.store, "r2")
+    return host.store.claim_by_id("r2", "session-t").token
+
+
+@pytest.mark.parametrize("step_ms", [-HOUR_MS, HOUR_MS], ids=["back", "forward"])
+def test_another_runners_claim_is_taken_only_after_a_lease_without_renewals(
+        rig: Rig, step_ms: int) -> None:
+    host, fake_os, mono = rig
+    fake_os.exit_code = None
+    token = _other_runners_claim(host)
+    for tick in range(12):  # the session's worker renews every two seconds
+        mono.advance(1.0)
+        _wall(host).advance(1_000 + (step_ms if tick == 5 else 0))
+        if tick % 2:
+            host.store.renew("r2", token)
+        host.loop_once()
+        assert "r2" not in host.workers  # live, whatever the wall clock did
+    mono.advance(host.settings.lease_ms / 1000 - 0.5)  # then it stalls (SIGSTOP)
     host.loop_once()
-    assert host.workers["r1"] is not worker and signal.SIGKILL not in _proc(worker).signals
+    assert "r2" not in host.workers
+    mono.advance(0.5)  # a whole lease of the host's time since its last renewal
+    host.loop_once()
+    row = host.store.get("r2")
+    assert "r2" in host.workers and row is not None and row.runner_id == host.runner_id
 
 
 @pytest.mark.parametrize("step_ms", [0, -HOUR_MS, HOUR_MS], ids=["frozen", "back", "forward"])
@@ -390,3 +412,26 @@ def test_repeated_spawn_failures_are_logged_once_a_minute_with_the_held_count(
     finally:
         logger.remove(sink)
     assert not fake_os.spawned and "r1" in host.pending
+
+
+def test_a_host_with_every_slot_busy_still_watches_and_takes_a_stall_once_a_slot_frees(
+        rig: Rig) -> None:
+    host, fake_os, mono = rig
+    fake_os.exit_code = None
+    token = _other_runners_claim(host)  # r2: a terminal's run, renewing at first
+    for run_id in ("r1", "r3"):  # both slots busy with live workers of ours
+        enqueue(host.store, run_id)
+    host.loop_once()
+    assert set(host.workers) == {"r1", "r3"}
+    host.store.renew("r2", token)
+    host.loop_once()  # it sees that renewal, then none for a lease
+    mono.advance(host.settings.lease_ms / 1000)
+    host.loop_once()
+    assert "r2" not in host.workers  # stalled, but no slot for it
+    first = host.workers["r1"]
+    host.store.mark_running("r1", first.claim.token)
+    host.store.finish("r1", first.claim.token)
+    _proc(first).code = WorkerExit.FINISHED
+    host.loop_once()  # the slot frees: r2 is taken now, not a lease from now
+    row = host.store.get("r2")
+    assert "r2" in host.workers and row is not None and row.runner_id == host.runner_id
