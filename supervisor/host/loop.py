@@ -135,6 +135,7 @@ class Host:
         self.zygote.keep()  # it boots (a few hundred ms) while orphans are reaped
         live, dead = runners(self.store, self.runner_id)
         reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
+        self.os.sweep_tempdirs()  # what the dead runners' killed workers left in the temp dir
         taken = self._take_over(dead)
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
@@ -147,6 +148,8 @@ class Host:
             self._next_sweep = now + SWEEP_EVERY_S
             self.store.heartbeat(self.runner_id)
             self._take_over_dead_runners()
+            # Any dead worker's (an attached run's too): only provably dead owners' go.
+            self.os.sweep_tempdirs()
         self._reap()
         self._stop_hung()
         self._renew_pending()

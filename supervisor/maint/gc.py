@@ -35,6 +35,7 @@ from ...protocol.paths import Paths, project_key
 from ...protocol.states import TERMINAL, QueueState, RunStatus, display_state, seen_status
 from ...protocol.store import Chain, ChainMember, Hold, Store
 from ...protocol.store.retention import blocker
+from ...protocol.tempdirs import sweep_tempdirs
 from ..views import timefmt
 from .gc_bundles import (
     NotABundle,
@@ -102,11 +103,13 @@ class Report:
     kept: list[RunLine] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)  # an interrupted gc's leftovers
     chains: int = 0
+    temp_dirs: int = 0  # dead workers' pwb-* / pi-workflows-pi-* directories removed
 
     def as_json(self) -> dict[str, Any]:
         return {"dryRun": self.dry_run, "olderThan": self.older_than, "cutoff": self.cutoff,
                 "now": self.now, "removed": [r.as_json() for r in self.removed],
                 "kept": [k.as_json() for k in self.kept], "finished": self.finished,
+                "tempDirsRemoved": self.temp_dirs,
                 "summary": {"runs": len(self.removed), "chains": self.chains,
                             "bytes": sum(r.bytes for r in self.removed),
                             "kept": len(self.kept)}}
@@ -267,4 +270,5 @@ def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dr
                 report.kept += [replace(line, reason=hold.code, detail=hold.detail)
                                 for line in cand.lines]
         clear_journal(runs_dir)
+    report.temp_dirs = sweep_tempdirs()  # only directories whose owner is provably dead
     return report

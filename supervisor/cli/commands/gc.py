@@ -79,6 +79,8 @@ def gc_command(
     for line in report.removed:
         typer.echo(f"{verb} {line.run_id}  {line.workflow}  {line.state}"
                    f"  settled {duration(line.age_ms)} ago")
+    if report.temp_dirs:
+        typer.echo(f"removed {report.temp_dirs} temporary directory(ies) of dead workers")
     typer.echo(_summary(report))
 
 
