@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from ...protocol.agentenv import provider_env_names, resolve_agent_dir
 from ...protocol.bundle import Bundle
 from ...protocol.clock import Clock, now_ms
 from ...protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
@@ -129,7 +130,10 @@ class Host:
 
     def start(self) -> StartupReport:
         """Lock, register, start the zygote, reap orphans, take over dead runners."""
-        self.lock.acquire(self.runner_id)
+        # What `run --detach` compares with its caller's (protocol.agentenv): names only.
+        self.lock.acquire(self.runner_id, {
+            "agentDir": resolve_agent_dir(self.settings.pi_agent_dir),
+            "providerEnv": provider_env_names(os.environ)})
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
         self.zygote.keep()  # it boots (a few hundred ms) while orphans are reaped
