@@ -17,6 +17,7 @@ from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL
 from ...protocol.store import Store, open_store
+from .holds import chat_hold, hold_text
 from .listing import check_state, select
 from .runref import existing_row, project_store
 from .status import run_status, status_with_chain
@@ -45,9 +46,13 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
 
 
 def with_agent_dir(store: Store, paths: Paths, info: dict[str, Any]) -> dict[str, Any]:
-    """``agentDir``: the Pi agent dir the run's agent steps use, and ``agentDirFrom``:
+    """``heldBy`` while ``chat`` holds the run (``{"kind", "pid", "since", "text"}``);
+    ``agentDir``: the Pi agent dir the run's agent steps use, and ``agentDirFrom``:
     ``run`` (recorded when it was queued), or ``host`` (the running host's own; null
     when it has none, or no host runs: then Pi's default)."""
+    row = store.get(info["runId"])
+    if row is not None and (hold := chat_hold(store, row)) is not None:
+        info["heldBy"] = {**hold, "text": hold_text(hold)}
     recorded = store.launch_agent_dir(info["runId"])
     if recorded is not None:
         info.update(agentDir=recorded, agentDirFrom="run")

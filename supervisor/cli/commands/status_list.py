@@ -55,7 +55,8 @@ def status_command(
         emit_json(data)
         return
     if run is not None:
-        for line in [status_line(data, now_ms()), *chain_lines(data)]:
+        held = [f"  waits: {data['heldBy']['text']}"] if data.get("heldBy") else []
+        for line in [status_line(data, now_ms()), *held, *chain_lines(data)]:
             typer.echo(line)
         return
     if owner is not None:
