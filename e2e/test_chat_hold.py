@@ -97,6 +97,8 @@ def test_a_host_does_not_resume_a_run_while_chat_holds_it(project: Project, tmp_
             assert status["heldBy"]["pid"] == chat.pid, status
             assert f"held by chat (pid {chat.pid}) since" in project.cli("status",
                                                                          run_id).stdout
+            second = project.cli("chat", run_id, check=False)  # one writer: no second chat
+            assert second.returncode == 2 and f"held by chat (pid {chat.pid})" in second.stderr
             refused = project.cli("resume", run_id, check=False)
             assert refused.returncode == 2 and "held by chat" in refused.stderr
             # The host saw it and left it alone: no worker resumed the run.

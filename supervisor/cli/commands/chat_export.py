@@ -32,6 +32,7 @@ from ....protocol.spawn import PIPE, Popen, spawn
 from ....protocol.states import CLAIMED
 from ....protocol.store import open_store
 from ...session.chathold import held_for_chat
+from ...views.holds import chat_hold, hold_text
 from ...views.runref import resolve_run
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
@@ -45,6 +46,10 @@ def _conversation(settings: SettingsLike, paths: Paths, run: str, *,
         with open_store(settings, paths.store_file) as store:
             run = resolve_run(store, run, paths)
             row = store.get(run)
+            hold = chat_hold(store, row) if row is not None and writing else None
+        if hold is not None:
+            raise UsageError(f"run {run} is {hold_text(hold)}: its conversation has one writer;"
+                             " leave that chat first", code="run_active")
         if row is not None and writing and row.state in CLAIMED:
             raise UsageError(f"run {run} is {row.state}: its conversation has one writer while"
                              f" it runs; wait for it (`pi-workflows watch {run}`) or park it",
