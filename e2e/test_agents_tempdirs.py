@@ -4,10 +4,13 @@ sweep removes them (their owner file names a dead process), while a live run's a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +113,30 @@ def test_kill9_of_an_agent_worker_leaves_no_temp_dirs_and_a_live_run_keeps_its_o
         project.stop_host(host)
     # A worker that stops normally removes its own.
     assert not leftovers(tmpdir_root)
+
+
+MAKE = ("import sys; from pi_workflows.protocol.tempdirs import owned_tempdir;"
+        " print(owned_tempdir(sys.argv[1]))")
+
+
+@pytest.mark.timeout(120)
+def test_gc_removes_a_dead_workers_temp_dirs_and_keeps_a_live_ones(
+        project: Project, tmpdir_root: Path) -> None:
+    project.env["TMPDIR"] = str(tmpdir_root)
+    project.stop_host(project.start_host())  # the store exists; no host runs (it sweeps too)
+    assert project.paths.store_file.exists()
+    made = [subprocess.run([sys.executable, "-c", MAKE, prefix], env=project.env, check=True,
+                           capture_output=True, text=True).stdout.strip()
+            for prefix in ("pwb-", "pi-workflows-pi-")]  # their owner exited: dead
+    live = subprocess.Popen([sys.executable, "-c", MAKE + "; import time; time.sleep(60)",
+                             "pwb-"], env=project.env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout is not None
+        kept = Path(live.stdout.readline().strip())
+        report = json.loads(project.cli("gc", "--older-than", "30d", "--json").stdout)
+        assert report["tempDirsRemoved"] == 2
+        assert not any(Path(p).exists() for p in made)
+        assert kept.is_dir()
+    finally:
+        live.kill()
+        live.wait(10)

@@ -15,6 +15,7 @@ import typer
 
 from ....protocol.clock import now_ms
 from ....protocol.store import Store
+from ....protocol.tempdirs import sweep_tempdirs
 from ...maint.gc import Report, collect_garbage, format_bytes, parse_duration
 from ...views.timefmt import duration
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
@@ -64,6 +65,8 @@ def gc_command(
     at = now_ms() if now is None else now
     if not paths.store_file.exists():
         report = Report(dry_run, older_than, at - parse_duration(older_than), at)
+        if not dry_run:  # no runs, but a dead worker's temporary directories may be left
+            report.temp_dirs = sweep_tempdirs()
     else:
         # FULL: a deleted row is on disk before its bundle goes, even after a power cut.
         with Store(paths.store_file, lease_ms=settings.lease_ms,
