@@ -38,8 +38,12 @@ def spawn(
     drop_env: Sequence[str] = (),
     pdeathsig: int | None = None,
     umask: int = -1,
+    new_session: bool = True,
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session and process group.
+
+    ``new_session=False``: in the caller's session and group instead, for an
+    interactive child that must keep the caller's terminal (``chat``'s Pi).
 
     ``umask``: the child's file mode creation mask (-1: inherited), for a
     child that creates files of its own in a private place.
@@ -63,7 +67,7 @@ def spawn(
 
     return subprocess.Popen(
         list(argv), cwd=cwd, env=full_env, stdin=stdin, stdout=stdout, stderr=stderr,
-        start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
+        start_new_session=new_session, close_fds=True, pass_fds=tuple(pass_fds),
         # preexec_fn is unsafe with threads in general; a lone prctl call is not.
         preexec_fn=preexec, umask=umask,
     )

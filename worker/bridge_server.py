@@ -4,7 +4,7 @@ Owns a listening UNIX socket (a file in a private temporary directory)
 and a thread that answers each bridge call with one JSON line
 ``{"ok", "message"}`` computed by the handler the executor sets for the
 step in progress. One call per connection; a handler error becomes a
-refusal, never a crash. Imports nothing from the package.
+refusal, never a crash. Imports ``protocol.tempdirs`` only.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
-import tempfile
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from ..protocol.tempdirs import owned_tempdir
 
 Handler = Callable[[dict[str, Any]], tuple[bool, str]]
 MAX_REQUEST_BYTES = 4 * 1024 * 1024  # a submission is bounded by the output limits later
@@ -28,7 +30,8 @@ class BridgeServer:
         # A socket file in a fresh 0700 directory: only this user can connect,
         # and the short path fits sun_path (Node's abstract-socket support
         # varies by version, so no abstract name).
-        self._dir = tempfile.mkdtemp(prefix="pwb-")
+        # Its owner file lets the host's sweep remove it after a kill -9 of this worker.
+        self._dir = owned_tempdir("pwb-")
         self.address = os.path.join(self._dir, "bridge.sock")
         self.sock.bind(self.address)
         self.sock.listen(8)
@@ -82,4 +85,4 @@ class BridgeServer:
         self.sock.close()
         with contextlib.suppress(OSError):
             os.unlink(self.address)
-            os.rmdir(self._dir)
+        shutil.rmtree(self._dir, ignore_errors=True)

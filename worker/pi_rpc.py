@@ -17,7 +17,6 @@ import os
 import queue
 import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from typing import IO, Any
 from ..protocol.limits import safe_error_message
 from ..protocol.pibin import PiUnavailable
 from ..protocol.spawn import PIPE, Popen, TimeoutExpired, signal_group, spawn
+from ..protocol.tempdirs import owned_tempdir
 
 BRIDGE = Path(__file__).with_name("bridge") / "workflow_tool.ts"
 # Discovery of the user's extensions, skills, templates and themes is off, so
@@ -71,7 +71,8 @@ class PiProcess:
                  ) -> None:
         self.options = options
         self.events: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        self._tmp = tempfile.mkdtemp(prefix="pi-workflows-pi-")
+        # Owned (pid, start time): a kill -9 of the worker leaves it to the host's sweep.
+        self._tmp = owned_tempdir("pi-workflows-pi-")
         self._stderr = bytearray()
         self._write_lock = threading.Lock()
         self._next_id = 0

@@ -297,7 +297,10 @@ def pi_executor(settings: WorkerConfig, paths: Paths, store: Store,
         side.write_processes(with_entry(side.bundle.processes(),
                                         child_record(pid, "pi", claim.runner_id)))
 
-    return PiExecutor(PiSettings(settings.pi_bin, settings.pi_args, settings.pi_agent_dir,
+    # The launcher's agent dir, recorded with the run, wins over this runner's own
+    # (protocol.agentenv); provider variables are this process's environment.
+    agent_dir = store.launch_agent_dir(claim.run_id) or settings.pi_agent_dir
+    return PiExecutor(PiSettings(settings.pi_bin, settings.pi_args, agent_dir,
                                  settings.agent_reminders),
                       project_dir=paths.project, session_dir=side.bundle.session_dir,
                       record_process=record, capture=Capture(side.capture))

@@ -66,6 +66,7 @@ class QueueOps(StoreBase):
         claim_runner: str | None,
         notify_session: str | None = None,
         fork: tuple[str, str] | None = None,
+        agent_dir: str | None = None,
     ) -> tuple[QueueRow, Claim | None]:
         validate_run_id(run_id)
         if parent_run_id is not None:
@@ -112,6 +113,9 @@ class QueueOps(StoreBase):
                     "workflow": source.workflow, "originSession": origin_session,
                     "notifySession": notify_session, "parentRunId": parent_run_id,
                     **({"forkedFrom": fork[0], "forkNode": fork[1]} if fork else {}),
+                    # The launcher's Pi agent dir (a path, never a secret): the run's,
+                    # whichever runner executes it (protocol.agentenv).
+                    **({"agentDir": agent_dir} if agent_dir else {}),
                 })
                 if claim_runner:
                     self._event(tx, run_id, Q.STARTING, now, {"runnerId": claim_runner,
@@ -125,17 +129,18 @@ class QueueOps(StoreBase):
         return row, claim
 
     def reserve(self, run_id: str, source: RunSource, private_input: Any, origin_session: str,
-                *, parent_run_id: str | None = None) -> QueueRow:
+                *, parent_run_id: str | None = None, agent_dir: str | None = None) -> QueueRow:
         """A deferred launch: ``queued`` and bound to its origin session (seed 002)."""
         return self._insert(run_id, source, private_input, origin_session=origin_session,
                             parent_run_id=parent_run_id, runner_affinity=None,
-                            claim_runner=None)[0]
+                            claim_runner=None, agent_dir=agent_dir)[0]
 
     def enqueue_detached(self, run_id: str, source: RunSource, private_input: Any, *,
                          parent_run_id: str | None = None,
                          runner_affinity: str | None = None,
                          notify_session: str | None = None,
-                         fork: tuple[str, str] | None = None) -> QueueRow:
+                         fork: tuple[str, str] | None = None,
+                         agent_dir: str | None = None) -> QueueRow:
         """A run for any runner (the host): ``queued`` with no origin session.
 
         ``notify_session`` (``answer --session``) receives its notifications
@@ -144,15 +149,17 @@ class QueueOps(StoreBase):
         """
         return self._insert(run_id, source, private_input, origin_session=None,
                             parent_run_id=parent_run_id, runner_affinity=runner_affinity,
-                            claim_runner=None, notify_session=notify_session, fork=fork)[0]
+                            claim_runner=None, notify_session=notify_session, fork=fork,
+                            agent_dir=agent_dir)[0]
 
     def insert_and_claim(self, run_id: str, source: RunSource, private_input: Any,
                          runner_id: str, *, origin_session: str | None = None,
-                         parent_run_id: str | None = None) -> Claim:
+                         parent_run_id: str | None = None,
+                         agent_dir: str | None = None) -> Claim:
         """Create a run already ``starting`` and owned by ``runner_id`` (one transaction)."""
         claim = self._insert(run_id, source, private_input, origin_session=origin_session,
                              parent_run_id=parent_run_id, runner_affinity=None,
-                             claim_runner=runner_id)[1]
+                             claim_runner=runner_id, agent_dir=agent_dir)[1]
         assert claim is not None
         return claim
 

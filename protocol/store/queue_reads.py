@@ -7,6 +7,8 @@ transactions only; nothing here changes a row. No sqlite3.
 
 from __future__ import annotations
 
+import json
+
 from ..errors import UsageError
 from ..limits import validate_run_id
 from ..states import ACTIVE, QUEUE_STATES, QueueState, sql_list
@@ -25,6 +27,18 @@ class QueueReads(StoreBase):
         with self._db.transaction(write=False) as tx:
             row = tx.one("SELECT * FROM workflow_run_queue WHERE run_id = ?", (run_id,))
         return None if row is None else QueueRow.from_row(row)
+
+    def launch_agent_dir(self, run_id: str) -> str | None:
+        """The Pi agent dir the run was queued with (its first ``queued`` event), if any."""
+        validate_run_id(run_id)
+        with self._db.transaction(write=False) as tx:
+            text = tx.scalar("SELECT payload FROM run_events WHERE run_id = ? AND type = ?"
+                             " ORDER BY seq LIMIT 1", (run_id, QueueState.QUEUED.value))
+        try:
+            value = json.loads(text).get("agentDir") if text else None
+        except (ValueError, AttributeError):
+            return None
+        return value if isinstance(value, str) and value else None
 
     def list_runs(self, state: str | None = None, *, limit: int = 1000) -> list[QueueRow]:
         if state is not None and state not in QUEUE_STATES:

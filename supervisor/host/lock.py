@@ -4,7 +4,9 @@ The lock is ``flock`` on the host lock file (released by the kernel when
 the holder dies, however it dies). The file's JSON content (``pid``,
 ``pidStartTime``, ``runnerId``, ``startedAt``, and ``ready`` once start-up
 is over: lock, registration, orphan reaping, takeover and the wakeup
-socket) is for error messages, people and scripts that wait for a host or
+socket; ``agentDir`` and ``providerEnv``, the host's Pi agent dir and the
+*names* of the provider variables in its environment, never their values)
+is for error messages, people and scripts that wait for a host or
 stop it (``pid`` with ``pidStartTime`` proves which process holds it, as a
 pid alone cannot); the flock alone decides who holds it. Imports
 ``protocol`` helpers only.
@@ -35,7 +37,7 @@ class HostLock:
         self._fd: int | None = None
         self._info: dict[str, Any] = {}
 
-    def acquire(self, runner_id: str) -> None:
+    def acquire(self, runner_id: str, extra: dict[str, Any] | None = None) -> None:
         """Take the lock without waiting, or raise ``HostLockHeld`` naming the holder."""
         ensure_private_dir(self.path.parent)
         # No O_TRUNC: a losing contender must not wipe the holder's details.
@@ -50,7 +52,8 @@ class HostLock:
                                " stop it first") from None
         self._fd = fd
         self._info = {"pid": os.getpid(), "pidStartTime": process_start_time(),
-                      "runnerId": runner_id, "startedAt": now_ms(), "ready": False}
+                      "runnerId": runner_id, "startedAt": now_ms(), "ready": False,
+                      **(extra or {})}
         self._write()
 
     def _write(self) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from ...protocol.agentenv import provider_env_names, resolve_agent_dir
 from ...protocol.bundle import Bundle
 from ...protocol.clock import Clock, now_ms
 from ...protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
@@ -37,6 +38,7 @@ from ..procs.claims import after_exit, fail_claimed, give_back, lock_blockers, p
 from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
+from ..views.holds import chat_hold, hold_text, is_chat_runner
 from .crashes import CrashBudget
 from .lock import HostLock
 from .takeover import runners
@@ -112,6 +114,7 @@ class Host:
         self.crashes = CrashBudget(settings.crash_limit, settings.crash_window_s, monotonic)
         self.stopping = False
         self.quick = False
+        self._holds_noted: set[tuple[str, str]] = set()  # (run, chat runner) logged
         # Workers get the resolved settings, so they boot without pydantic.
         self.worker_config = WorkerConfig.from_settings(settings, paths, pi_args).to_json()
         # Workers are forked from a booted zygote (~10 ms) instead of booting a
@@ -131,13 +134,18 @@ class Host:
 
     def start(self) -> StartupReport:
         """Lock, register, start the zygote, reap orphans, take over dead runners."""
-        self.lock.acquire(self.runner_id)
+        # What `run --detach` compares with its caller's (protocol.agentenv): names only.
+        self.lock.acquire(self.runner_id, {
+            "agentDir": resolve_agent_dir(self.settings.pi_agent_dir),
+            "providerEnv": provider_env_names(os.environ)})
         self.store.register_runner(self.runner_id, "host", os.getpid(), process_start_time(),
                                    host_name())
         self.zygote.keep()  # it boots (a few hundred ms) while orphans are reaped
         live, dead = runners(self.store, self.runner_id)
         reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
+        self.os.sweep_tempdirs()  # what the dead runners' killed workers left in the temp dir
         taken = self._take_over(dead)
+        self._note_holds()
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
@@ -149,6 +157,9 @@ class Host:
             self._next_sweep = now + SWEEP_EVERY_S
             self.store.heartbeat(self.runner_id)
             self._take_over_dead_runners()
+            # Any dead worker's (an attached run's too): only provably dead owners' go.
+            self.os.sweep_tempdirs()
+            self._note_holds()
         self._reap()
         self._stop_hung()
         self._renew_pending()
@@ -157,6 +168,18 @@ class Host:
             self._start_pending()
             self._claim()
         self._set_title()
+
+    def _note_holds(self) -> None:
+        """Say once per hold why a parked run is not resumed: `chat` holds it."""
+        seen = set()
+        for row in self.store.list_runs(QueueState.STARTING.value):
+            if not is_chat_runner(row.runner_id):
+                continue
+            key = (row.run_id, str(row.runner_id))
+            seen.add(key)
+            if key not in self._holds_noted and (hold := chat_hold(self.store, row)):
+                logger.info("run {} waits: {}", row.run_id, hold_text(hold))
+        self._holds_noted = seen
 
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0

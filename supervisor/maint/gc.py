@@ -36,6 +36,7 @@ from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL, QueueState, RunStatus, display_state, seen_status
 from ...protocol.store import Chain, ChainMember, Hold, Store
 from ...protocol.store.retention import blocker
+from ...protocol.tempdirs import sweep_tempdirs
 from ..views import timefmt
 from .gc_bundles import (
     NotABundle,
@@ -103,11 +104,13 @@ class Report:
     kept: list[RunLine] = field(default_factory=list)
     finished: list[str] = field(default_factory=list)  # an interrupted gc's leftovers
     chains: int = 0
+    temp_dirs: int = 0  # dead workers' pwb-* / pi-workflows-pi-* directories removed
 
     def as_json(self) -> dict[str, Any]:
         return {"dryRun": self.dry_run, "olderThan": self.older_than, "cutoff": self.cutoff,
                 "now": self.now, "removed": [r.as_json() for r in self.removed],
                 "kept": [k.as_json() for k in self.kept], "finished": self.finished,
+                "tempDirsRemoved": self.temp_dirs,
                 "summary": {"runs": len(self.removed), "chains": self.chains,
                             "bytes": sum(r.bytes for r in self.removed),
                             "kept": len(self.kept)}}
@@ -281,6 +284,7 @@ def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dr
                                                       pause)
         report.removed += removed
         report.kept += kept
+    report.temp_dirs = sweep_tempdirs()  # only directories whose owner is provably dead
     return report
 
 

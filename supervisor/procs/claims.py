@@ -41,11 +41,14 @@ def after_exit(store: Store, os_layer: OsLayer, project_key: str, claim: Claim,
     """Handle a worker's exit; True if it left ``claim`` to us (a crash, in effect).
 
     Then its shell commands or agents may still run, outside its process
-    group: they are killed here, before the run is restarted or given back.
+    group: they are killed here, before the run is restarted or given back, and
+    the temporary directories it left are removed.
     """
     if not left_behind(store, claim, code):
         return False
     os_layer.kill(os_layer.run_processes(project_key, claim.runner_id, claim.run_id))
+    # A killed worker could not remove its bridge socket's and Pi's temporary directories.
+    os_layer.sweep_tempdirs()
     return True
 
 

@@ -2,7 +2,8 @@
 
 Owns the seam between the supervisor's decisions and the real OS. ``OsLayer``
 is what the host and the session runner call; ``RealOs`` does it with
-subprocesses (cold, or forked by the zygote), process groups and psutil;
+subprocesses (cold, or forked by the zygote), process groups and psutil,
+and removes the temporary directories dead workers left;
 unit tests pass a fake one, so crash loops, drains and hung workers are
 driven without real processes.
 Imports ``protocol`` and the procs wing's spawning, reaping and
@@ -17,6 +18,7 @@ from typing import Protocol
 import psutil
 
 from ...protocol.store import Claim
+from ...protocol.tempdirs import sweep_tempdirs
 from .lockholders import Holder, bundle_lock_holders
 from .reaper import find_orphans, find_run_processes, find_stale_writers, kill_processes
 from .workers import WorkerHandle, spawn_worker
@@ -42,6 +44,8 @@ class OsLayer(Protocol):
     def lock_holders(self, bundle_dir: Path) -> list[Holder]: ...
 
     def kill(self, procs: list[psutil.Process]) -> int: ...
+
+    def sweep_tempdirs(self) -> int: ...
 
 
 class RealOs:
@@ -72,3 +76,6 @@ class RealOs:
 
     def kill(self, procs: list[psutil.Process]) -> int:
         return kill_processes(procs)
+
+    def sweep_tempdirs(self) -> int:
+        return sweep_tempdirs()

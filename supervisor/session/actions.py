@@ -13,10 +13,14 @@ sync; never ``host``, ``cli`` or the worker.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...protocol.agentenv import differences, provider_env_names, resolve_agent_dir
 from ...protocol.definitions.discovery import resolve_for
 from ...protocol.errors import ConflictError, UsageError
 from ...protocol.paths import Paths
@@ -32,19 +36,37 @@ from .runinput import json_input, require_utf8
 from .sync import host_running
 
 
-def wake_host(store: Store, paths: Paths) -> None:
-    """Poke the host; when none runs, say so on stderr: the run waits until one does."""
+def wake_host(store: Store, paths: Paths) -> bool:
+    """Poke the host; when none runs, say so on stderr: the run waits until one does.
+    True when a host runs."""
     poke(paths.state_dir)
     if not host_running(store):
         with contextlib.suppress(OSError):
             start = cli(paths.project, "host", "--background")
             sys.stderr.write("pi-workflows: queued; no host is running for this project:"
                              f" start one with `{start}`\n")
+        return False
+    return True
+
+
+def agent_notice(agent_dir: str | None, paths: Paths) -> None:
+    """One line on stderr when the running host's agent settings differ from this shell's."""
+    try:
+        host = json.loads(paths.host_lock.read_text() or "{}")
+    except (OSError, ValueError):
+        return
+    if not isinstance(host, dict):
+        return
+    line = differences(agent_dir, provider_env_names(os.environ), host)
+    if line:
+        with contextlib.suppress(OSError):
+            sys.stderr.write(line + "\n")
 
 
 def prepare(settings: SettingsLike, paths: Paths, name: str, raw: Any) -> Prepared:
     """Every check of a new run of ``name`` (workflow, input), before anything is written."""
-    return prepare_run(resolve_for(settings, paths.project, name), name, raw)
+    prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
+    return replace(prepared, agent_dir=resolve_agent_dir(settings.pi_agent_dir))
 
 
 def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
@@ -56,7 +78,7 @@ def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
             f"session {session} already has an active run ({busy.run_id}, {busy.state});"
             " activate, finish or cancel it first", code="session_busy")
     return store.reserve(prepared.run_id, prepared.source, prepared.input, session,
-                         parent_run_id=prepared.parent_run_id)
+                         parent_run_id=prepared.parent_run_id, agent_dir=prepared.agent_dir)
 
 
 def start(settings: SettingsLike, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
@@ -72,8 +94,9 @@ def detach(settings: SettingsLike, paths: Paths, prepared: Prepared, owner: str 
     """Queue a prepared run for the host."""
     with open_store(settings, paths.store_file) as store:
         row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                     notify_session=owner)
-        wake_host(store, paths)
+                                     notify_session=owner, agent_dir=prepared.agent_dir)
+        if wake_host(store, paths):
+            agent_notice(prepared.agent_dir, paths)
     return row
 
 
@@ -86,7 +109,8 @@ def answer(settings: SettingsLike, paths: Paths, text: str, value: Any, *, force
         prepared = prepare_continuation(paths.runs_dir, run, value, force=force)
         try:
             row = store.enqueue_detached(prepared.run_id, prepared.source, prepared.input,
-                                         parent_run_id=run, notify_session=owner)
+                                         parent_run_id=run, notify_session=owner,
+                                         agent_dir=resolve_agent_dir(settings.pi_agent_dir))
         except ConflictError as exc:
             if exc.code == "continuation_exists":
                 # Answered meanwhile: name that continuation.

@@ -247,8 +247,10 @@ def lay_out(store: Store, runs_dir: Path, plan: ForkPlan, *, fsync: str = "node"
 
 def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None, *,
              force: bool = False, notify_session: str | None = None,
-             fsync: str = "node", project: Path | None = None) -> tuple[ForkPlan, QueueRow]:
-    """Check, lay out the bundle, then queue the fork for the host.
+             fsync: str = "node", project: Path | None = None,
+             agent_dir: str | None = None) -> tuple[ForkPlan, QueueRow]:
+    """Check, lay out the bundle, then queue the fork for the host (with ``agent_dir``,
+    the forking shell's Pi agent dir, recorded as any launch's).
 
     Interrupted between the two writes, the fork's bundle stays behind
     without a queue row: nothing ever runs it, and forking again makes a
@@ -264,5 +266,5 @@ def fork_run(store: Store, runs_dir: Path, row: QueueRow, from_node: str | None,
     lay_out(store, runs_dir, plan, fsync=fsync)
     queued = store.enqueue_detached(plan.run_id, run_source(plan.loaded), None,
                                     notify_session=notify_session,
-                                    fork=(plan.original, plan.node))
+                                    fork=(plan.original, plan.node), agent_dir=agent_dir)
     return plan, queued

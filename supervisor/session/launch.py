@@ -32,6 +32,8 @@ class Prepared:
     source: RunSource
     input: Any
     parent_run_id: str | None = None
+    # The launcher's Pi agent dir, recorded with the run (protocol.agentenv).
+    agent_dir: str | None = None
 
 
 def run_source(loaded: LoadedWorkflow) -> RunSource:

@@ -203,7 +203,7 @@ def run_attached(store: Store, settings: SettingsLike, paths: Paths, prepared: P
     with session_runner(store, settings, paths, echo=echo, view=view,
                         os_layer=os_layer) as runner:
         claim = store.insert_and_claim(prepared.run_id, prepared.source, prepared.input,
-                                       runner.runner_id)
+                                       runner.runner_id, agent_dir=prepared.agent_dir)
         return runner.drive(claim)
 
 

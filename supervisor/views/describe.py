@@ -22,6 +22,7 @@ from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
+from .holds import chat_hold, hold_text
 from .nextcmd import fork_command, fork_default, next_steps
 from .status import chain_lines, shown_state, status_line, status_with_chain
 from .steplogs import INTERRUPTED, RUNNING, WAITING, read_steps
@@ -38,7 +39,9 @@ def describe(store: Store, row: QueueRow, runs_dir: Path, now_ms: int,
     """Every line of ``status RUN``'s human output."""
     info = status_with_chain(store, row, runs_dir)
     bundle = Bundle(runs_dir, row.run_id)
-    lines = [status_line(info, now_ms), *_when(info, now_ms), *chain_lines(info)]
+    hold = chat_hold(store, row)
+    held = [f"  waits: {hold_text(hold)}"] if hold is not None else []
+    lines = [status_line(info, now_ms), *held, *_when(info, now_ms), *chain_lines(info)]
     lines += _steps(bundle, info, now_ms, project)
     lines += _block(info, row, bundle, project)
     return lines

@@ -9,6 +9,7 @@ commands (``supervisor.cli.commands.status_list``) and the fast command line
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ...protocol.clock import now_ms
@@ -16,7 +17,8 @@ from ...protocol.errors import UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL
-from ...protocol.store import open_store
+from ...protocol.store import Store, open_store
+from .holds import chat_hold, hold_text
 from .listing import check_state, select
 from .runref import existing_row, project_store
 from .status import run_status, status_with_chain
@@ -28,17 +30,41 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
     """RUN's status with its chain; else ``{"session", "run"}``; else ``{"runs"}``."""
     with project_store(settings, paths) as store:
         if run is not None:
-            return status_with_chain(store, existing_row(store, run, paths), paths.runs_dir)
+            return with_agent_dir(store, paths, status_with_chain(
+                store, existing_row(store, run, paths), paths.runs_dir))
         if owner is not None:
             mine = store.session_run(owner)
-            return {"session": owner,
-                    "run": None if mine is None else run_status(mine, paths.runs_dir)}
+            return {"session": owner, "run": None if mine is None else
+                    with_agent_dir(store, paths, run_status(mine, paths.runs_dir))}
         # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         rows += store.waiting_runs()
         rows.sort(key=lambda r: (r.created_at, r.run_id))
         forks = store.forks_of([r.run_id for r in rows])
-        return {"runs": [run_status(r, paths.runs_dir, forks.get(r.run_id)) for r in rows]}
+        return {"runs": [with_agent_dir(store, paths, run_status(r, paths.runs_dir,
+                                                                  forks.get(r.run_id)))
+                         for r in rows]}
+
+
+def with_agent_dir(store: Store, paths: Paths, info: dict[str, Any]) -> dict[str, Any]:
+    """``heldBy`` while ``chat`` holds the run (``{"kind", "pid", "since", "text"}``);
+    ``agentDir``: the Pi agent dir the run's agent steps use, and ``agentDirFrom``:
+    ``run`` (recorded when it was queued), or ``host`` (the running host's own; null
+    when it has none, or no host runs: then Pi's default)."""
+    row = store.get(info["runId"])
+    if row is not None and (hold := chat_hold(store, row)) is not None:
+        info["heldBy"] = {**hold, "text": hold_text(hold)}
+    recorded = store.launch_agent_dir(info["runId"])
+    if recorded is not None:
+        info.update(agentDir=recorded, agentDirFrom="run")
+        return info
+    try:
+        host = json.loads(paths.host_lock.read_text() or "{}")
+    except (OSError, ValueError):
+        host = {}
+    value = host.get("agentDir") if isinstance(host, dict) else None
+    info.update(agentDir=value if isinstance(value, str) else None, agentDirFrom="host")
+    return info
 
 
 def list_data(settings: SettingsLike, paths: Paths, *, state: str | None, workflow: str | None,

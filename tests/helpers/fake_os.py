@@ -58,6 +58,7 @@ class FakeOs:
         self.stale: list[Any] = []  # what stale_writers reports
         self.holders: list[Holder] = []  # what lock_holders reports
         self.spawn_error: OSError | None = None  # what spawn_worker raises, if anything
+        self.sweeps = 0  # sweep_tempdirs calls
 
     def spawn_worker(self, claim: Claim, *, now: float, **_: object) -> WorkerHandle:
         if self.spawn_error is not None:
@@ -86,6 +87,10 @@ class FakeOs:
     def kill(self, procs: list[Any]) -> int:
         self.kills.append(list(procs))
         return len(procs)
+
+    def sweep_tempdirs(self) -> int:
+        self.sweeps += 1
+        return 0
 
 
 def enqueue(store: Store, run_id: str) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from ....protocol.agentenv import resolve_agent_dir
 from ...session.actions import wake_host
 from ...session.fork import fork_run
 from ...views.runref import existing_row, project_store
@@ -59,7 +60,8 @@ def fork_command(
         run = row.run_id
         plan, queued = fork_run(store, paths.runs_dir, row, from_node, force=force,
                                 notify_session=owner, fsync=settings.fsync,
-                                project=paths.project)
+                                project=paths.project,
+                                agent_dir=resolve_agent_dir(settings.pi_agent_dir))
         wake_host(store, paths)
     if plan.mismatch is not None:
         with contextlib.suppress(OSError):

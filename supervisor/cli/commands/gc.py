@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
+from ....protocol.tempdirs import sweep_tempdirs
 from ...maint.gc import Report, collect_garbage, format_bytes, gc_store, parse_duration
 from ...views.timefmt import duration
 from ..options import JsonOpt, ProjectOpt, emit_json, project_context
@@ -63,6 +64,8 @@ def gc_command(
     at = now_ms() if now is None else now
     if not paths.store_file.exists():
         report = Report(dry_run, older_than, at - parse_duration(older_than), at)
+        if not dry_run:  # no runs, but a dead worker's temporary directories may be left
+            report.temp_dirs = sweep_tempdirs()
     else:
         with gc_store(settings, paths.store_file) as store:
             report = collect_garbage(store, paths, older_than=older_than, now=at,
@@ -76,6 +79,8 @@ def gc_command(
     for line in report.removed:
         typer.echo(f"{verb} {line.run_id}  {line.workflow}  {line.state}"
                    f"  settled {duration(line.age_ms)} ago")
+    if report.temp_dirs:
+        typer.echo(f"removed {report.temp_dirs} temporary directory(ies) of dead workers")
     typer.echo(_summary(report))
 
 

@@ -20,6 +20,7 @@ from ....protocol.settle import repin_source
 from ....protocol.states import QueueState
 from ...session.actions import wake_host
 from ...session.runner import session_runner
+from ...views.holds import chat_hold, hold_text
 from ...views.runref import existing_row as _existing
 from ...views.runref import project_store as _store
 from ...views.runview import terminal_view
@@ -58,6 +59,10 @@ def resume_command(
     with _store(settings, paths) as store:
         row = _existing(store, run, paths)
         run = row.run_id
+        hold = chat_hold(store, row)
+        if hold is not None:
+            raise UsageError(f"run {run} waits: it is {hold_text(hold)}; it resumes when that"
+                             " chat ends (leave Pi there)", code="held")
         if row.state != QueueState.PARKED:
             raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
                              code="not_parked")

@@ -13,11 +13,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from ....protocol.agentenv import resolve_agent_dir
 from ....protocol.definitions.discovery import resolve_for
 from ....protocol.store import open_store
 from ...session.actions import start_json
@@ -75,7 +77,8 @@ def start_command(
     settings, paths = project_context(project)
     owner = required_session(session, "start")
     raw = parse_input(task, input_json, input_file)
-    prepared = prepare_run(resolve_for(settings, paths.project, name), name, raw)
+    prepared = replace(prepare_run(resolve_for(settings, paths.project, name), name, raw),
+                       agent_dir=resolve_agent_dir(settings.pi_agent_dir))
     with open_store(settings, paths.store_file) as store:
         row = start(store, prepared, owner)
     if as_json:
