@@ -23,6 +23,7 @@ from loguru import logger
 
 from ...protocol.bundle import Bundle
 from ...protocol.clock import Clock, now_ms
+from ...protocol.diskfull import DISK_FULL
 from ...protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
 from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
@@ -33,11 +34,19 @@ from ...protocol.throttle import Throttle, held_note
 from ...protocol.titles import host_title, set_title
 from ...protocol.wire import PARK_MARGIN_S, ForkRequest, WorkerExit, marker_value
 from ...protocol.workerconfig import WorkerConfig
-from ..procs.claims import after_exit, fail_claimed, give_back, lock_blockers, park_locked
+from ..procs.claims import (
+    after_exit,
+    fail_claimed,
+    give_back,
+    lock_blockers,
+    park_disk_full,
+    park_locked,
+)
 from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from .crashes import CrashBudget
+from .diskgate import DiskGate
 from .lock import HostLock
 from .takeover import runners
 
@@ -124,6 +133,8 @@ class Host:
         self._next_sweep = 0.0
         # On the host's monotonic clock, so tests drive the window too.
         self.spawn_warnings = Throttle(monotonic=monotonic)
+        # Closed while the runs directory's filesystem is full: no run is claimed.
+        self.disk = DiskGate(paths.runs_dir, monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -136,6 +147,7 @@ class Host:
         live, dead = runners(self.store, self.runner_id)
         reaped = self.os.kill(self.os.orphans(self.paths.runs_dir, self.project_key, live))
         taken = self._take_over(dead)
+        self._release_disk_full()  # parked by an earlier host while the disk was full
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
@@ -147,14 +159,28 @@ class Host:
             self._next_sweep = now + SWEEP_EVERY_S
             self.store.heartbeat(self.runner_id)
             self._take_over_dead_runners()
+            if not self.disk.full:
+                self._release_disk_full()  # parked so by another runner, say
         self._reap()
         self._stop_hung()
         self._renew_pending()
+        if self.disk.reopened():
+            self._release_disk_full()
         if not self.stopping:
             self.zygote.keep()
             self._start_pending()
-            self._claim()
+            if not self.disk.full:
+                self._claim()
         self._set_title()
+
+    def _release_disk_full(self) -> None:
+        if not self.stopping:
+            self.disk.release(self.store)
+
+    def _disk_full(self, claim: Claim, why: str) -> None:
+        """The runs directory is full: park the run blocked and close the gate."""
+        park_disk_full(self.store, self.paths.runs_dir, claim, why)
+        self.disk.trip(f"run {claim.run_id}: {why}")
 
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0
@@ -217,6 +243,12 @@ class Host:
             give_back(self.store, self.paths.runs_dir, claim)  # no restarts while draining
             return
         row = self.store.verify(run_id, claim.token)
+        if code == WorkerExit.DISK_FULL:
+            # Not a crash: it could not write for want of space. Waited out,
+            # without spending the crash budget (its earlier count stands).
+            self._disk_full(claim, "the runs directory's filesystem is full (the worker"
+                                   " could not write the run's bundle)")
+            return
         if code == WorkerExit.BOOT_ERROR:
             self._fail_settled(claim, "worker_boot_error",
                                "the worker could not start; see the host log")
@@ -262,8 +294,10 @@ class Host:
                      state)
 
     def _fail_settled(self, claim: Claim, code: str, message: str) -> None:
-        fail_claimed(self.store, self.paths.runs_dir, claim, code, message,
-                     lock_timeout=SETTLE_LOCK_S)
+        parked = fail_claimed(self.store, self.paths.runs_dir, claim, code, message,
+                              lock_timeout=SETTLE_LOCK_S)
+        if parked == DISK_FULL:
+            self.disk.trip(f"run {claim.run_id}: its bundle could not record {code}")
 
     def _stop_hung(self) -> None:
         # Monotonic only: the wall clock may step (NTP, a VM resume) either way.
@@ -419,6 +453,7 @@ class Host:
         now = self.monotonic()
         for pending in self.pending.values():
             timeout = min(timeout, max(0.0, pending.due - now))
+        timeout = self.disk.timeout(timeout)
         if self.stopping:
             timeout = min(timeout, 0.1)
         return timeout
