@@ -27,4 +27,4 @@ def disk_full_line(exc: OSError) -> str:
     """One line naming what could not be written and that space must be freed."""
     where = f" writing {exc.filename}" if exc.filename else ""
     return (f"the runs directory's filesystem is full ({exc.strerror or 'no space'}{where});"
-            " free some space: the run goes on by itself")
+            " free some space")

@@ -367,7 +367,8 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
             raise
         # Expected too, and not a crash: one line, and the exit that tells the
         # runner to wait for space instead of spending the run's crash budget.
-        sys.stderr.write(f"pi-workflows worker {args.run}: disk_full: {disk_full_line(exc)}\n")
+        sys.stderr.write(f"pi-workflows worker {args.run}: disk_full: {disk_full_line(exc)};"
+                         " the run waits for space\n")
         return WorkerExit.DISK_FULL
     finally:
         agent.close()  # Pi and its bash commands stop before the worker exits

@@ -103,7 +103,7 @@ def park_disk_full(store: Store, runs_dir: Path, claim: Claim, why: str) -> None
     `pi-workflows resume RUN`).
     """
     give_back(store, runs_dir, claim, code=DISK_FULL,
-              message=f"{why}; it resumes by itself once there is space")
+              message=f"{why}; the run resumes by itself once there is space")
 
 
 def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message: str, *,
@@ -135,8 +135,8 @@ def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message:
             # The caller (a host's serving loop) must not die of a write it
             # cannot make: the run waits, parked, instead of ending half-recorded.
             if is_disk_full(exc):
-                park_disk_full(store, runs_dir, claim, f"{message}; its bundle could not"
-                               f" record that: {disk_full_line(exc)}")
+                park_disk_full(store, runs_dir, claim, f"its bundle could not record {code}"
+                               f" ({message}): {disk_full_line(exc)}")
                 return DISK_FULL
             give_back(store, runs_dir, claim, code=code,
                       message=f"{message}; its bundle could not record it"
