@@ -29,6 +29,10 @@ def drill_command(
         "--iterations", min=1, metavar="N", help="Iterations of work and faults.")] = 20,
     seed: Annotated[int, typer.Option("--seed", metavar="S",
                                       help="Seed for every random choice.")] = 0,
+    faults: Annotated[str, typer.Option(
+        "--faults", metavar="KIND[,KIND...]", show_default=False,
+        help="Inject only these fault kinds (docs/drills.md lists them), for example"
+             " runs_disk_full; default: every kind.")] = "",
     as_json: JsonOpt = False,
 ) -> None:
     """Run workflows under random kill -9s, drains, stops and store locks; check invariants.
@@ -40,7 +44,13 @@ def drill_command(
 
     Example: pi-workflows drill --iterations 200 --seed 7 --project /tmp/drill --report drill.json
     """
+    from ...drill.faults import KINDS
     from ...drill.runner import Options, run_drill
+
+    kinds = frozenset(k.strip() for k in faults.split(",") if k.strip())
+    if unknown := sorted(kinds - set(KINDS)):
+        raise UsageError(f"--faults: unknown kind(s) {', '.join(unknown)}; use"
+                         f" {', '.join(KINDS)}")
 
     target = report.expanduser().absolute()
     root = project.expanduser().absolute()
@@ -48,7 +58,7 @@ def drill_command(
         raise UsageError(f"--report {report} must be outside the drill's project {project}")
     if target.is_dir() or not target.parent.is_dir():
         raise UsageError(f"--report {report}: not a file in an existing directory")
-    result = run_drill(Options(iterations, seed, root, target), typer.echo)
+    result = run_drill(Options(iterations, seed, root, target, kinds), typer.echo)
     if as_json:
         emit_json(result.as_json())
     else:
