@@ -90,6 +90,14 @@ def test_a_running_run_parks_disk_full_and_resumes_once_space_returns(
     second = project.detach("held")
     assert host.poll() is None, host.log_text()
     assert project.row(second).state == "queued"
+    # A host (re)started while the disk is still full serves too, as under a
+    # service manager after a crash: no crash loop of hosts.
+    host.proc.kill()
+    host.wait(10)
+    host = project.start_host(log="host2.log")
+    wait_for(lambda: "no new run is started" in host.log_text(), 20,
+             what="the new host to find the disk full", diag=host.log_text)
+    assert host.poll() is None and project.row(second).state == "queued"
     free(filler)
     for run in (run_id, second):
         wait_for(lambda run=run: project.row(run).state == "done", 40,
@@ -97,6 +105,7 @@ def test_a_running_run_parks_disk_full_and_resumes_once_space_returns(
                  diag=lambda: project.diagnose([run_id, second]))
         assert project.state(run)["status"] == "completed"
     assert host.poll() is None
+    _quiet((project.root / "host.log").read_text())  # the first host's, killed meanwhile
     text = host.log_text()
     _quiet(text)
     assert "the runs directory has space again" in text
