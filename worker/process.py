@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -363,6 +364,11 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
         return WorkerExit.BUNDLE_LOCKED if exc.code == "bundle_locked" else WorkerExit.CRASHED
     except OSError as exc:
+        if exc.errno == errno.EROFS:
+            # Not waited out (a read-only remount wants a person): a crash, in one line.
+            sys.stderr.write(f"pi-workflows worker {args.run}: read-only filesystem:"
+                             f" {exc.filename or exc}\n")
+            return WorkerExit.CRASHED
         if not is_disk_full(exc):
             raise
         # Expected too, and not a crash: one line, and the exit that tells the

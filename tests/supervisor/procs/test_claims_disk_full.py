@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.bundlewriter import BundleWriter
+from pi_workflows.protocol.spawn import spawn
 from pi_workflows.protocol.store import Claim, Store
 from pi_workflows.supervisor.drill.smalldisk import fill, free, mount_tmpfs, unmount
 from pi_workflows.supervisor.host.diskgate import DiskGate
@@ -75,3 +76,19 @@ def test_a_crash_loop_recorded_on_a_full_disk_parks_the_run_disk_full(
         assert gate.release(store) == 1
         row = store.get("r1")
         assert row is not None and row.state == "parked" and row.error_code is None
+
+
+def test_a_failure_that_a_read_only_bundle_cannot_record_parks_it_for_a_person(
+        tmp_path: Path, small_disk: Path) -> None:
+    runs = small_disk / "runs"
+    with Store(tmp_path / "store.sqlite3", lease_ms=60_000) as store:
+        claim = _running_bundle(store, runs)
+        remount = spawn(["mount", "-o", "remount,ro", str(small_disk)])
+        assert remount.wait(30) == 0
+        parked = fail_claimed(store, runs, claim, "worker_crash_loop", "crashed 3 times",
+                              lock_timeout=1.0)
+        row = store.get("r1")
+        assert parked == "worker_crash_loop"
+        assert row is not None and row.state == "parked"
+        assert row.error_code == "worker_crash_loop"  # blocked: EROFS is not waited out
+        assert "resume r1" in (row.error_message or "")
