@@ -135,3 +135,23 @@ def test_a_run_launched_while_full_spends_no_crash_budget_and_runs_after(
     text = host.log_text()
     _quiet(text)
     assert text.count("filesystem is full") <= 3, text  # one line each, not a flood
+
+
+def test_a_terminal_run_on_a_full_disk_says_so_in_one_line_and_a_host_finishes_it(
+        project: Project, runs_disk: Path) -> None:
+    project.write_workflow("quick", QUICK)
+    filler = runs_disk / "filler"
+    fill(filler)
+    done = project.cli("run", "quick", check=False)  # attached, no host: its own worker
+    out = done.stdout + done.stderr
+    assert "Traceback" not in out and "Errno 28" not in out, out
+    assert "disk_full: the runs directory's filesystem is full" in out, out
+    [row] = project.store().list_runs()
+    assert row.state in ("queued", "parked") and row.error_code in (None, "disk_full"), row
+    assert done.returncode == 4, out  # not failed: left for a host, as a park is
+    free(filler)
+    host = project.start_host()
+    wait_for(lambda: project.row(row.run_id).state == "done", 40,
+             what="a host to finish the run once there is space",
+             diag=lambda: project.diagnose([row.run_id]))
+    _quiet(host.log_text())
