@@ -536,3 +536,23 @@ def test_an_agent_note_that_does_not_fit_stops_the_run_instead_of_failing_the_no
     monkeypatch.setattr(bundlewriter, "append_line", real)  # space is back
     again = h.after_crash(run_id, agent=ScriptedExecutor({"write": [{"title": "Done"}]}))
     assert again.outcome == "completed"
+
+
+def test_an_agent_whose_machinery_meets_a_full_disk_waits_instead_of_failing(
+        h: Harness) -> None:
+    """Pi's own files live in the bundle (its session, its process record): ENOSPC out of
+    the executor is the disk's, not the step's (found by the runs_disk_full drill)."""
+    import errno
+
+    class FullDisk:
+        def run(self, request: Any, hooks: Any, stop: threading.Event) -> Any:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "x"})
+    with pytest.raises(OSError) as raised:
+        h.execute(run_id, agent=FullDisk())  # type: ignore[arg-type]
+    assert raised.value.errno == errno.ENOSPC
+    assert "node_failed" not in types_of(assert_well_formed(h.bundle(run_id)))
+    again = h.after_crash(run_id, agent=ScriptedExecutor({"write": [{"title": "Done"}]}))
+    assert again.outcome == "completed"
