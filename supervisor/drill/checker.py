@@ -29,7 +29,8 @@ KINDS = (
     "host_exited", "disk_full_mishandled",
 )
 # A run's error that says its disk was full: it should have waited, not ended.
-DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122")
+DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122",
+                   "ENOSPC", "EDQUOT", "no space left on device")
 # How a drill run may fail: each is what one of its faults, or its doomed launches,
 # leaves behind (a Pi killed mid-step, an effect killed in flight, a workflow file
 # edited before activation, a worker killed again and again). Nothing in its

@@ -296,6 +296,10 @@ def test_a_run_failed_by_a_full_disk_a_raw_disk_full_error_and_a_host_that_exite
     durable.runs[RUN].state = {"traceSeq": 12, "status": "failed"}
     found = only(check(durable, final=True), "disk_full_mishandled")
     assert "worker_crash_loop" in found.evidence and found.run_id == RUN
+    durable.runs[RUN].row.update(errorCode="agent_exited",  # type: ignore[union-attr]
+                                 errorMessage="pi exited (status 1) during the step: Error:"
+                                              " ENOSPC: no space left on device, write")
+    assert "agent_exited" in only(check(durable, final=True), "disk_full_mishandled").evidence
     durable = good()
     durable.disk_full_noise = ["host.log: OSError: [Errno 28] No space left on device"]
     assert "raw error" in only(check(durable, final=True), "disk_full_mishandled").evidence
