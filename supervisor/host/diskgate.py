@@ -38,7 +38,7 @@ def probe_space(runs_dir: Path) -> bool:
     path = runs_dir / f".space-probe.{os.getpid()}"
     try:
         ensure_private_dir(runs_dir)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
             view = memoryview(bytes(PROBE_BYTES))
             while view:
