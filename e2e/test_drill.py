@@ -5,6 +5,7 @@ that holds someone else's files is refused."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from .pi_env import pi_binary
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
-               "worker_stop", "store_lock", "zygote_kill9", "spare_kill9", "clock_step"}
+               "worker_stop", "store_lock", "zygote_kill9", "spare_kill9", "clock_step",
+               "runs_disk_full"}
 
 
 def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -73,3 +75,36 @@ def test_a_directory_with_other_files_is_refused_and_left_alone(tmp_path: Path) 
                    "--report", str(tmp_path / "new" / "r.json"), timeout=50)
     assert inside.returncode == 2 and "must be outside" in inside.stderr
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_drill_forced_to_fill_the_runs_disk_finds_no_violation(tmp_path: Path) -> None:
+    """``--faults runs_disk_full``: the runs directory's tmpfs is filled again and again;
+    every run still ends well, no host exits, and no tmpfs is left mounted."""
+    report = tmp_path / "report.json"
+    scratch = tmp_path / "scratch"
+    proc = drill(tmp_path, "--iterations", "4", "--seed", "11", "--faults", "runs_disk_full",
+                 "--project", str(scratch), "--report", str(report), timeout=280)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:], data.get("violations"))
+    assert data["violations"] == [] and data["settled"] is True
+    assert {f["kind"] for f in data["faults"]} == {"runs_disk_full"}
+    assert not os.path.ismount(scratch / ".runsdisk")
+    skipped = [s for s in data["skipped"] if s.startswith("runs_disk_full:")]
+    if skipped:  # this machine may not mount a tmpfs: said, never a crash
+        assert "drill: skipped runs_disk_full: cannot mount" in proc.stderr
+        assert not any(f["applied"] for f in data["faults"])
+        pytest.skip(skipped[0])
+    assert all(f["applied"] for f in data["faults"]), data["faults"]
+    counts = data["counts"]
+    assert counts["violations"]["disk_full_mishandled"] == 0
+    assert counts["violations"]["host_exited"] == 0 and counts["hostsStarted"] == 1
+    assert set(counts["queueStates"]) <= {"done", "cancelled"}, counts
+
+
+@pytest.mark.timeout(60)
+def test_an_unknown_fault_kind_is_refused(tmp_path: Path) -> None:
+    proc = drill(tmp_path, "--iterations", "1", "--faults", "disk_gremlin", "--project",
+                 str(tmp_path / "s"), "--report", str(tmp_path / "r.json"), timeout=50)
+    assert proc.returncode == 2 and "unknown kind(s) disk_gremlin" in proc.stderr
+    assert not (tmp_path / "s").exists()

@@ -20,6 +20,7 @@ from .artifacts import externalize
 from .atomic import append_line, fsync_dir, write_atomic, write_json_atomic
 from .bundle import BUNDLE_SCHEMA, Bundle, BundleCorrupt, BundleExists, BundleMissing, scan_trace
 from .clock import Clock, now_ms
+from .diskfull import is_disk_full
 from .fence import CancelPending, ClaimVerifier, RunLock, bundle_lock, fenced
 from .jsonenc import compact_json
 from .paths import ensure_private_dir
@@ -71,6 +72,9 @@ class BundleWriter:
         # sees a cancel request: the engine's gate, so that a run asked to
         # cancel never starts another node nor ends waiting or completed.
         self.cancel_gate: frozenset[str] = frozenset()
+        # The last write that did not fit for want of space (the engine asks after
+        # each node attempt: a write made from inside a node may have been swallowed).
+        self.disk_full: OSError | None = None
 
     @contextlib.contextmanager
     def _fence(self) -> Iterator[object]:
@@ -93,6 +97,10 @@ class BundleWriter:
             # rerunning cannot mend that.
             raise BundleCorrupt(f"run {self.bundle.run_id}: its bundle cannot be written"
                                 f" ({type(exc).__name__}: {exc.filename})") from None
+        except OSError as exc:
+            if is_disk_full(exc):
+                self.disk_full = exc
+            raise
 
     def _check_identity(self) -> None:
         try:

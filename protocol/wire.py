@@ -51,6 +51,9 @@ class WorkerExit(IntEnum):
     CLAIM_LOST = 21
     BOOT_ERROR = 22
     BUNDLE_LOCKED = 23  # another process held the run's lock: not this worker's crash
+    # The runs directory's filesystem is full (ENOSPC, EDQUOT): not a crash either;
+    # the runner backs off and tries again once there is space.
+    DISK_FULL = 24
     # Not an exit status (those are 0-255, or minus a signal): a forked worker
     # whose zygote died before reporting it. Clean only if the claim is gone.
     UNKNOWN = 256

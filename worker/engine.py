@@ -306,7 +306,12 @@ class Engine:
         watch = Watch(self.control, stop, timeout_s,
                       effectful=node.kind in EFFECT_KINDS, park_grace_s=self.park_grace_s,
                       stop_grace_s=self.stop_grace_s, monotonic=self.monotonic)
+        self.writer.disk_full = None
         outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        if self.writer.disk_full is not None:
+            # A write of this attempt (an agent's note, say) did not fit and may have
+            # failed the node from inside: record nothing it shaped; the run waits.
+            raise self.writer.disk_full
         if outcome.outcome == Outcome.CANCELLED and self.control.park_requested \
                 and not self.control.cancel_requested:
             return  # parked: no attempt and no terminal event are recorded

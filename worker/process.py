@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import os
 import select
 import signal
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..protocol.bundle import Bundle, BundleCorrupt
 from ..protocol.bundlewriter import BundleWriter
+from ..protocol.diskfull import disk_full_line, is_disk_full
 from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError
 from ..protocol.paths import Paths, project_key
 from ..protocol.processes import child_record, self_record, with_entry
@@ -377,6 +379,19 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         # one line, and an exit the host restarts the run after.
         sys.stderr.write(f"pi-workflows worker {args.run}: {exc.code}: {exc.message}\n")
         return WorkerExit.BUNDLE_LOCKED if exc.code == "bundle_locked" else WorkerExit.CRASHED
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            # Not waited out (a read-only remount wants a person): a crash, in one line.
+            sys.stderr.write(f"pi-workflows worker {args.run}: read-only filesystem:"
+                             f" {exc.filename or exc}\n")
+            return WorkerExit.CRASHED
+        if not is_disk_full(exc):
+            raise
+        # Expected too, and not a crash: one line, and the exit that tells the
+        # runner to wait for space instead of spending the run's crash budget.
+        sys.stderr.write(f"pi-workflows worker {args.run}: disk_full: {disk_full_line(exc)};"
+                         " the run waits for space\n")
+        return WorkerExit.DISK_FULL
     finally:
         agent.close()  # Pi and its bash commands stop before the worker exits
         stop.set()

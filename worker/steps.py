@@ -23,6 +23,7 @@ from ..protocol.definitions.graph import (
     ShellNode,
     resolve_value,
 )
+from ..protocol.diskfull import is_disk_full
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
@@ -172,10 +173,24 @@ def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
     request = AgentRequest(ctx.run_id, node.id, ctx.attempt_id, contract, node.expected_output,
                            timeout_s)
     hooks = _Hooks(host, node, ctx)
+    full: list[OSError] = []
+
+    def call() -> Any:
+        try:
+            return executor.run(request, hooks, ctx.cancel)
+        except OSError as exc:
+            if is_disk_full(exc):
+                full.append(exc)
+            raise
+
     try:
-        outcome = run_callable(lambda: executor.run(request, hooks, ctx.cancel), watch, timeout_s)
+        outcome = run_callable(call, watch, timeout_s)
     finally:
         hooks.close()
+    if full:
+        # The agent's machinery (its process records, its session files in the
+        # bundle) met a full disk: not the step's failure; the run waits for space.
+        raise full[0]
     if outcome.outcome != Outcome.OK:
         return outcome
     result = outcome.output

@@ -3,7 +3,8 @@
 Owns turning an exception that reached a command's top into that line and
 code, for the typer app (``supervisor.cli.app``) and the fast path
 (``supervisor.cli.main``) alike, so both fail the same way. A traceback only
-with ``--debug``. Imports ``protocol.errors`` only (the fast path loads it).
+with ``--debug``. Imports ``protocol.errors`` and ``protocol.diskfull`` only
+(the fast path loads them).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
+from ...protocol.diskfull import is_disk_full
 from ...protocol.errors import ExitCode, PiWorkflowsError, UsageError
 
 INTERRUPTED = 130
@@ -37,6 +39,12 @@ def exit_for(exc: BaseException, *, debug: bool) -> int:
         _trace()
     if isinstance(exc, PiWorkflowsError):
         return fail(exc.message, exc.exit_code)
+    if isinstance(exc, OSError) and is_disk_full(exc):
+        # A bundle write (cancelling a parked run, say) that did not fit: not a bug,
+        # and nothing half-done (every bundle write is atomic or a whole line).
+        where = f" writing {exc.filename}" if exc.filename else ""
+        return fail(f"the disk is full ({exc.strerror or 'no space'}{where}): free some"
+                    " space, then try again", ExitCode.STORE_UNAVAILABLE)
     # A bug: still one line unless --debug.
     return fail(f"internal error ({type(exc).__name__}); rerun with --debug for details",
                 ExitCode.INTERNAL)

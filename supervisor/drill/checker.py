@@ -27,7 +27,11 @@ KINDS = (
     "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
     "follow_up_lost", "leftover_process", "loose_permissions", "unexpected_failure",
     "clock_step_restart",  # judged by the clock_step fault itself (drill/clockstep.py)
+    "host_exited", "disk_full_mishandled",
 )
+# A run's error that says its disk was full: it should have waited, not ended.
+DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122",
+                   "ENOSPC", "EDQUOT", "no space left on device")
 # How a drill run may fail: each is what one of its faults, or its doomed launches,
 # leaves behind (a Pi killed mid-step, an effect killed in flight, a workflow file
 # edited before activation, a worker killed again and again). Nothing in its
@@ -201,6 +205,13 @@ def check_settled(run: RunFacts, out: Found) -> None:
             out.append(Violation("run_lost", run.run_id,
                                  f"queue {row['state']} (started) but no readable bundle"))
         return
+    message = str(row.get("errorMessage") or "")
+    if row["state"] == Q.FAILED and (row.get("errorCode") == "disk_full"
+                                     or any(w in message for w in DISK_FULL_WORDS)):
+        out.append(Violation("disk_full_mishandled", run.run_id,
+                             f"failed ({row.get('errorCode')}) because its disk was full:"
+                             f" {message[:160]!r}"))
+        return
     if QUEUE_FOR_STATUS.get(str(status)) != row["state"]:
         out.append(Violation("queue_bundle_mismatch", run.run_id,
                              f"queue {row['state']}, bundle {status}"))
@@ -298,6 +309,12 @@ def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = 
         for proc in durable.marked:
             out.append(Violation("leftover_process", None,
                                  f"pid {proc['pid']} ({proc['cmd']}) marker {proc['marker']}"))
+        for line in durable.disk_full_noise[:20]:
+            out.append(Violation("disk_full_mishandled", None,
+                                 f"a full disk shown as a raw error: {line}"))
+    for host in durable.host_exits:  # whatever made it exit, it must not have
+        out.append(Violation("host_exited", None,
+                             f"host {host['pid']} exited {host['code']} without being stopped"))
     check_ledger(durable, out)
     check_deliveries(durable, out)
     check_watermarks(durable, watermarks or {}, out)

@@ -55,6 +55,11 @@ class Durable:
     watermarks: dict[str, int] = field(default_factory=dict)
     marked: list[dict[str, Any]] = field(default_factory=list)  # {"pid", "cmd", "marker"}
     loose: list[dict[str, Any]] = field(default_factory=list)  # {"path", "mode", "kind"}
+    # Hosts that exited without the drill stopping them: {"pid", "code"} (filled by the
+    # drill, which alone knows whom it killed or drained).
+    host_exits: list[dict[str, Any]] = field(default_factory=list)
+    # Lines of the drill's logs that show a full disk as a raw exception (a traceback).
+    disk_full_noise: list[str] = field(default_factory=list)
 
 
 def _lines(path: Path) -> list[str]:
@@ -75,6 +80,20 @@ def marked_processes(project: Path) -> list[dict[str, Any]]:
             if parse_marker(marker, key) is not None:
                 out.append({"pid": proc.pid, "cmd": " ".join(proc.cmdline())[:120],
                             "marker": marker})
+    return out
+
+
+# How an OSError of a full disk looks when something printed it raw, not as our one line.
+RAW_DISK_FULL = ("[Errno 28]", "[Errno 122]")
+
+
+def disk_full_noise(work: Path) -> list[str]:
+    """Lines of the drill's logs (hosts, workers, commands) with a raw disk-full OSError."""
+    out = []
+    for log in sorted(work.glob("*.log")):
+        with contextlib.suppress(OSError), open(log, errors="replace") as fh:
+            out += [f"{log.name}: {line.strip()[:200]}" for line in fh
+                    if any(raw in line for raw in RAW_DISK_FULL)]
     return out
 
 
@@ -99,7 +118,8 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
     if row is not None:
         facts.row = {"state": str(row.state), "originSession": row.origin_session,
                      "notifySession": row.notify_session, "parentRunId": row.parent_run_id,
-                     "startedAt": row.started_at, "errorCode": row.error_code}
+                     "startedAt": row.started_at, "errorCode": row.error_code,
+                     "errorMessage": row.error_message}
         facts.effects = [{"nodeId": e.node_id, "effectKey": e.effect_key, "state": e.state,
                           "attemptId": e.attempt_id, "updatedAt": e.updated_at}
                          for e in store.list_effects(run_id)]
@@ -176,6 +196,9 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
                            for t in store.list_turn_intents()]
     durable.ledger = _lines(ledger)
     durable.loose = loose_modes(paths.state_dir)
+    if paths.state_dir not in paths.runs_dir.parents:  # on a disk of its own (the drill's tmpfs)
+        durable.loose += loose_modes(paths.runs_dir)
     if processes:
         durable.marked = marked_processes(paths.project)
+        durable.disk_full_noise = disk_full_noise(work)
     return durable

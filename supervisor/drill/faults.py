@@ -8,7 +8,10 @@ a session command; a SIGTERM drain of the host (restarted once it exited);
 SIGSTOP of a worker past its lease, then SIGCONT; the store's write lock
 held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds;
 ``kill -9`` of the host's zygote, or of the spare worker it keeps; the
-wall clock of every product process stepped (``clockstep``).
+wall clock of every product process stepped (``clockstep``); the
+runs directory's own small tmpfs filled to the last byte for a few seconds
+(``runs_disk_full``; left out, with the reason in the report, where no
+tmpfs could be mounted).
 Workers and Pi children are found through the ``processes.json`` of running
 runs and proven by pid and start time before any signal; the zygote and its
 spare by their titles among the host's children. Imports
@@ -23,7 +26,6 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +40,7 @@ from ...protocol.wire import MARKER_ENV
 from .clockstep import ClockStepper
 from .hosts import Hosts
 from .scratch import Scratch
+from .smalldisk import fill, free
 from .workload import Launcher
 
 KINDS: dict[str, float] = {  # kind -> weight
@@ -45,7 +48,13 @@ KINDS: dict[str, float] = {  # kind -> weight
     "session_kill9": 1.0, "worker_stop": 0.8, "store_lock": 0.8,
     "zygote_kill9": 0.5, "spare_kill9": 0.5,
     "clock_step": 0.5,
+    "runs_disk_full": 0.4,
 }
+# Faults that need something the machine may not allow (a tmpfs of the runs' own).
+NEEDS_MOUNT = frozenset({"runs_disk_full"})
+# How long the runs directory stays full beyond the drawn hold: long enough for
+# every running worker to meet it and for the host to back off at least once.
+FULL_EXTRA_S = 2.0
 # A child that holds the store's write lock, then lets go (sqlite3 is imported only
 # there: the product's modules leave SQLite to the store).
 LOCKER = """
@@ -66,10 +75,17 @@ class Planned:
     hold: float  # seconds a lock or a stop lasts
 
 
-def plan(rng: random.Random, agents: bool, only: Collection[str] = ()) -> list[Planned]:
-    """One or two faults for an iteration, drawn from ``rng`` (among ``only``, if given)."""
-    kinds = {k: w for k, w in KINDS.items() if (agents or k != "pi_kill9")
-             and (not only or k in only)}
+def plan(rng: random.Random, agents: bool, *, only: frozenset[str] = frozenset(),
+         without: frozenset[str] = frozenset()) -> list[Planned]:
+    """One or two faults for an iteration, drawn from ``rng``.
+
+    ``only``: the kinds a caller forced (``drill --faults``); ``without``:
+    kinds this machine cannot inject.
+    """
+    kinds = {k: w for k, w in KINDS.items() if agents or k != "pi_kill9"}
+    if only:
+        kinds = {k: w for k, w in kinds.items() if k in only}
+    kinds = {k: w for k, w in kinds.items() if k not in without} or kinds
     count = 1 if rng.random() < 0.7 else 2
     names = rng.choices(list(kinds), weights=list(kinds.values()), k=count)
     return [Planned(name, round(rng.uniform(0.2, 1.6), 3), rng.random(),
@@ -231,6 +247,25 @@ class Injector:
         with contextlib.suppress(psutil.Error):
             spare.kill()
         return f"spare {spare.pid}", ""
+
+    def _runs_disk_full(self, fault: Planned) -> tuple[str | None, str]:
+        """Fill the runs directory's tmpfs, hold it full, then free it.
+
+        Every worker that writes meanwhile must park its run ``disk_full``
+        (no crash, no traceback), the host must stay up and start nothing,
+        and all of it goes on by itself once the filler is gone.
+        """
+        disk = self.scratch.runs_disk
+        if disk is None:
+            return None, self.scratch.small_runs_skipped or "the runs are on no tmpfs of theirs"
+        filler = disk / "filler"
+        held = fault.hold + FULL_EXTRA_S
+        try:
+            filled = fill(filler)
+            time.sleep(held)
+        finally:
+            free(filler)
+        return f"runs tmpfs {disk}", f"{filled // 1024} KiB filled, full {held:.1f} s"
 
     def _store_lock(self, fault: Planned) -> tuple[str | None, str]:
         proc = spawn([sys.executable, "-c", LOCKER, str(self.scratch.paths.store_file),

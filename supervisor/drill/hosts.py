@@ -31,6 +31,14 @@ class Hosts:
     procs: list[Popen[bytes]] = field(default_factory=list)
     started: int = 0
     lock: threading.RLock = field(default_factory=threading.RLock)
+    # Hosts the drill killed or drained: any other host that exited did so by itself.
+    stopped: set[int] = field(default_factory=set)
+
+    def exited_by_themselves(self) -> list[tuple[int, int]]:
+        """(pid, exit code) of every host that exited without the drill stopping it."""
+        with self.lock:
+            return [(p.pid, code) for p in self.procs
+                    if (code := p.poll()) is not None and p.pid not in self.stopped]
 
     def current(self) -> Popen[bytes] | None:
         with self.lock:
@@ -73,6 +81,7 @@ class Hosts:
             proc = self.current()
             if proc is None:
                 return None
+            self.stopped.add(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
@@ -84,6 +93,7 @@ class Hosts:
             proc = self.current()
             if proc is None:
                 return None, None
+            self.stopped.add(proc.pid)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGTERM)
             try:

@@ -28,7 +28,7 @@ from ...protocol.store import QueueRow, Store
 from .checker import Violation, check
 from .clockstep import ClockStepper
 from .durable import collect, marked_processes
-from .faults import Injector, plan
+from .faults import NEEDS_MOUNT, Injector, plan
 from .hosts import Hosts
 from .model import ScriptedModel
 from .pienv import drill_reply, scrub_env, write_agent_dir
@@ -48,7 +48,7 @@ class Options:
     seed: int
     project: Path
     report: Path
-    faults: tuple[str, ...] = ()  # only these kinds are drawn (all when empty)
+    faults: frozenset[str] = frozenset()  # only these kinds (``--faults``); empty: all
 
 
 def pi_binary() -> str | None:
@@ -66,7 +66,16 @@ class Drill:
     def __init__(self, options: Options, say: Callable[[str], None]) -> None:
         self.options, self.say = options, say
         self.rng = random.Random(options.seed)
-        self.scratch = Scratch.create(options.project, options.seed)
+        wanted = options.faults or NEEDS_MOUNT
+        self.scratch = Scratch.create(options.project, options.seed,
+                                      small_runs="runs_disk_full" in wanted)
+        try:
+            self._set_up(options, say)
+        except BaseException:
+            self.scratch.release()  # no tmpfs outlives a drill that could not start
+            raise
+
+    def _set_up(self, options: Options, say: Callable[[str], None]) -> None:
         self.pi = pi_binary()
         self.model: ScriptedModel | None = None
         self.report = Report(options.seed, options.iterations, str(self.scratch.root),
@@ -80,6 +89,13 @@ class Drill:
             self.scratch.env["PI_WORKFLOWS_PI_AGENT_DIR"] = str(agent_dir)
             self.scratch.env["PI_WORKFLOWS_PI_BIN"] = self.pi
             scrub_env(self.scratch.env)
+        # Faults this machine cannot inject are left out of the draw, and said.
+        self.without: frozenset[str] = frozenset()
+        if self.scratch.small_runs_skipped is not None:
+            self.without = NEEDS_MOUNT
+            why = f"runs_disk_full: {self.scratch.small_runs_skipped}"
+            self.report.skipped.append(why)
+            print(f"drill: skipped {why}", file=sys.stderr)
         self.names = write_workflows(self.scratch, agents=self.pi is not None)
         self.hosts = Hosts(self.scratch)
         self.launcher = Launcher(self.scratch)
@@ -119,6 +135,9 @@ class Drill:
         durable = collect(self.scratch.paths, self.launcher.launched, self.scratch.work,
                           self.scratch.ledger, processes=final,
                           only=None if final else self._unsettled())
+        # Reported again at each check; the report keeps each violation once.
+        durable.host_exits = [{"pid": pid, "code": code}
+                              for pid, code in self.hosts.exited_by_themselves()]
         found = check(durable, final=final, watermarks=self.watermarks)
         if self.injector.clock is not None:  # what the clock_step fault saw
             found += self.injector.clock.violations
@@ -177,7 +196,8 @@ class Drill:
 
     def iteration(self, number: int) -> None:
         self.hosts.ensure()
-        faults = plan(self.rng, self.pi is not None, self.options.faults)
+        faults = plan(self.rng, self.pi is not None, only=self.options.faults,
+                      without=self.without)
         thread = threading.Thread(target=self.injector.run, args=(number, faults),
                                   name="drill-faults", daemon=True)
         thread.start()
@@ -288,7 +308,11 @@ class Drill:
 
 
 def run_drill(options: Options, say: Callable[[str], None]) -> Report:
-    report = Drill(options, say).run()
+    drill = Drill(options, say)
+    try:
+        report = drill.run()
+    finally:
+        drill.scratch.release()  # after the report's last read of the bundles
     report.write(options.report)
     return report
 

@@ -6,7 +6,11 @@ the environment every process of the drill gets (this process's, without
 any caller ``PI_WORKFLOWS_*`` setting, with the drill's short leases and a
 home inside the directory, so the store and the bundles are the drill's
 too), the project's paths, and spawning ``pi-workflows`` commands in it.
-Imports ``protocol``; never the worker.
+With ``small_runs`` the runs directory lives on a small tmpfs of its own,
+mounted at ``DIR/.runsdisk`` (for the ``runs_disk_full`` fault) and
+unmounted by ``release``; where mounting is refused, the runs stay where
+they are and ``small_runs_skipped`` says why. Imports ``protocol`` and the
+drill's ``smalldisk``; never the worker.
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ from typing import IO, Any
 from ...protocol.errors import UsageError
 from ...protocol.paths import Paths, ensure_private_dir, resolve_paths
 from ...protocol.spawn import DEVNULL, Popen, spawn
+from .smalldisk import mount_tmpfs, unmount
 
 MARKER = ".pi-workflows-drill"
+# Where the small tmpfs of the runs directory is mounted, inside DIR.
+RUNS_DISK = ".runsdisk"
+RUNS_DISK_BYTES = 64 * 1024 * 1024
+KEPT_RUNS = ".runs-kept"
 PREFIX = "PI_WORKFLOWS_"
 # Short leases and polls so a lost worker is noticed in about two seconds, and a
 # crash budget wide enough that repeated kills of one run rarely end it.
@@ -70,6 +79,7 @@ def claim_directory(root: Path, seed: int) -> None:
         raise UsageError(f"--project {root} holds files the drill did not create ({shown});"
                          " give a new or empty directory")
     _private_dir(root)
+    unmount(root / RUNS_DISK)  # left mounted by a drill that was killed
     for name in entries:  # a former drill's scratch: start from nothing
         if name == MARKER:
             continue
@@ -89,9 +99,13 @@ class Scratch:
     root: Path
     env: dict[str, str]
     paths: Paths
+    # The runs directory's own tmpfs (None: the runs are on DIR's filesystem).
+    runs_disk: Path | None = None
+    small_runs_skipped: str | None = None  # why no tmpfs could be mounted
 
     @classmethod
-    def create(cls, root: Path, seed: int, extra: dict[str, str] | None = None) -> Scratch:
+    def create(cls, root: Path, seed: int, extra: dict[str, str] | None = None, *,
+               small_runs: bool = False) -> Scratch:
         root = root.expanduser().absolute()
         claim_directory(root, seed)
         for sub in ("drill", "home"):
@@ -100,10 +114,36 @@ class Scratch:
         env.update(DRILL_SETTINGS)
         env[f"{PREFIX}HOME"] = str(root / ".home")
         env.update(extra or {})
+        disk, skipped, runs_dir = None, None, None
+        if small_runs:
+            skipped = mount_tmpfs(root / RUNS_DISK, RUNS_DISK_BYTES)
+            if skipped is None:
+                # A directory inside the mount: the filler lives beside it, never
+                # among the bundles.
+                disk, runs_dir = root / RUNS_DISK, root / RUNS_DISK / "runs"
+                env[f"{PREFIX}RUNS_DIR"] = str(runs_dir)
         paths = resolve_paths(SimpleNamespace(home=root / ".home", state_dir=None,
-                                              store_file=None, runs_dir=None, host_lock=None,
-                                              log_dir=None), root)
-        return cls(root, env, paths)
+                                              store_file=None, runs_dir=runs_dir,
+                                              host_lock=None, log_dir=None), root)
+        return cls(root, env, paths, disk, skipped)
+
+    def release(self) -> None:
+        """Unmount the runs directory's tmpfs, its bundles copied out first as evidence.
+
+        The copy, ``DIR/.runs-kept``, is what a person reads after the drill
+        (``PI_WORKFLOWS_RUNS_DIR=DIR/.runs-kept pi-workflows status RUN``).
+        """
+        if self.runs_disk is None:
+            return
+        try:
+            if self.paths.runs_dir.is_dir():
+                shutil.copytree(self.paths.runs_dir, self.root / KEPT_RUNS, symlinks=True,
+                                dirs_exist_ok=True)
+        except (OSError, shutil.Error):
+            pass  # evidence only: the unmount must happen whatever the copy did
+        finally:
+            unmount(self.runs_disk)
+            self.runs_disk = None
 
     @property
     def work(self) -> Path:

@@ -2,7 +2,8 @@
 
 Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
 runners -> reap children -> stop hung workers -> renew held claims ->
-restart crashed ones -> claim up to the concurrency limit) so tests drive
+restart crashed ones -> claim up to the concurrency limit, unless the
+runs directory's disk is full: ``diskgate``) so tests drive
 it without threads; ``start`` is start-up (lock, register, reap orphans,
 take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
 and the wait. Time and the OS (``OsLayer``) come in from outside. Imports
@@ -24,6 +25,7 @@ from loguru import logger
 from ...protocol.agentenv import provider_env_names, resolve_agent_dir
 from ...protocol.bundle import Bundle
 from ...protocol.clock import Clock, now_ms
+from ...protocol.diskfull import DISK_FULL
 from ...protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, TransitionRefused
 from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
@@ -34,12 +36,20 @@ from ...protocol.throttle import Throttle, held_note
 from ...protocol.titles import host_title, set_title
 from ...protocol.wire import PARK_MARGIN_S, ForkRequest, WorkerExit, marker_value
 from ...protocol.workerconfig import WorkerConfig
-from ..procs.claims import after_exit, fail_claimed, give_back, lock_blockers, park_locked
+from ..procs.claims import (
+    after_exit,
+    fail_claimed,
+    give_back,
+    lock_blockers,
+    park_disk_full,
+    park_locked,
+)
 from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from ..views.holds import chat_hold, hold_text, is_chat_runner
 from .crashes import CrashBudget
+from .diskgate import DiskGate
 from .lock import HostLock
 from .takeover import runners
 
@@ -129,6 +139,8 @@ class Host:
         self._next_sweep = 0.0
         # On the host's monotonic clock, so tests drive the window too.
         self.spawn_warnings = Throttle(monotonic=monotonic)
+        # Closed while the runs directory's filesystem is full: no run is claimed.
+        self.disk = DiskGate(paths.runs_dir, monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -146,6 +158,7 @@ class Host:
         self.os.sweep_tempdirs()  # what the dead runners' killed workers left in the temp dir
         taken = self._take_over(dead)
         self._note_holds()
+        self._release_disk_full()  # parked by an earlier host while the disk was full
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
@@ -160,13 +173,18 @@ class Host:
             # Any dead worker's (an attached run's too): only provably dead owners' go.
             self.os.sweep_tempdirs()
             self._note_holds()
+            if not self.disk.full:
+                self._release_disk_full()  # parked so by another runner, say
         self._reap()
         self._stop_hung()
         self._renew_pending()
+        if self.disk.reopened():
+            self._release_disk_full()
         if not self.stopping:
             self.zygote.keep()
             self._start_pending()
-            self._claim()
+            if not self.disk.full:
+                self._claim()
         self._set_title()
 
     def _note_holds(self) -> None:
@@ -180,6 +198,15 @@ class Host:
             if key not in self._holds_noted and (hold := chat_hold(self.store, row)):
                 logger.info("run {} waits: {}", row.run_id, hold_text(hold))
         self._holds_noted = seen
+
+    def _release_disk_full(self) -> None:
+        if not self.stopping:
+            self.disk.release(self.store)
+
+    def _disk_full(self, claim: Claim, why: str) -> None:
+        """The runs directory is full: park the run blocked and close the gate."""
+        park_disk_full(self.store, self.paths.runs_dir, claim, why)
+        self.disk.trip(f"run {claim.run_id}: {why}")
 
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0
@@ -242,6 +269,12 @@ class Host:
             give_back(self.store, self.paths.runs_dir, claim)  # no restarts while draining
             return
         row = self.store.verify(run_id, claim.token)
+        if code == WorkerExit.DISK_FULL:
+            # Not a crash: it could not write for want of space. Waited out,
+            # without spending the crash budget (its earlier count stands).
+            self._disk_full(claim, "the runs directory's filesystem is full (the worker"
+                                   " could not write the run's bundle)")
+            return
         if code == WorkerExit.BOOT_ERROR:
             self._fail_settled(claim, "worker_boot_error",
                                "the worker could not start; see the host log")
@@ -287,8 +320,10 @@ class Host:
                      state)
 
     def _fail_settled(self, claim: Claim, code: str, message: str) -> None:
-        fail_claimed(self.store, self.paths.runs_dir, claim, code, message,
-                     lock_timeout=SETTLE_LOCK_S)
+        parked = fail_claimed(self.store, self.paths.runs_dir, claim, code, message,
+                              lock_timeout=SETTLE_LOCK_S)
+        if parked == DISK_FULL:
+            self.disk.trip(f"run {claim.run_id}: its bundle could not record {code}")
 
     def _stop_hung(self) -> None:
         # Monotonic only: the wall clock may step (NTP, a VM resume) either way.
@@ -448,6 +483,7 @@ class Host:
         now = self.monotonic()
         for pending in self.pending.values():
             timeout = min(timeout, max(0.0, pending.due - now))
+        timeout = self.disk.timeout(timeout)
         if self.stopping:
             timeout = min(timeout, 0.1)
         return timeout

@@ -3,7 +3,8 @@
 Owns what ``pi-workflows host`` adds around ``Host.loop_once``: signal
 handlers that only record (a wakeup pipe, read at the start of each pass: a
 first TERM, INT or HUP drains, a second stops at once), the listening end
-of the wakeup socket, backing off the whole pass while the store is busy, and
+of the wakeup socket, backing off the whole pass while the store is busy or the runs
+directory's disk is full, and
 waiting for the next pass on both descriptors. Imports ``protocol`` and the
 host wing's loop and listener; never ``session`` or ``cli``.
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from loguru import logger
 
+from ...protocol.diskfull import disk_full_line, is_disk_full
 from ...protocol.errors import StoreTransientError
 from ...protocol.retry import backoff_delays
 from ...protocol.throttle import held_note
@@ -90,6 +92,14 @@ class HostServer:
                         logger.warning("{}; backing off {:.2f} s{}", exc, delay,
                                        held_note(held))
                     time.sleep(delay)
+                    continue
+                except OSError as exc:
+                    # A write to the runs directory the pass did not expect to
+                    # fail: the host waits for space instead of dying of it.
+                    if not is_disk_full(exc):
+                        raise
+                    host.disk.trip(disk_full_line(exc))
+                    time.sleep(host.disk.timeout(host.settings.poll_interval_s))
                     continue
                 if host.stopping and (not host.workers or host.quick):
                     break

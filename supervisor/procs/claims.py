@@ -18,6 +18,7 @@ from loguru import logger
 
 from ...protocol.bundle import Bundle, bundle_exists
 from ...protocol.bundlewriter import BundleWriter
+from ...protocol.diskfull import DISK_FULL, disk_full_line, is_disk_full
 from ...protocol.errors import PiWorkflowsError
 from ...protocol.fence import BundleLocked
 from ...protocol.limits import safe_error_message
@@ -98,13 +99,26 @@ def park_locked(store: Store, runs_dir: Path, claim: Claim, holders: list[Holder
     return who
 
 
+def park_disk_full(store: Store, runs_dir: Path, claim: Claim, why: str) -> None:
+    """Park a run blocked with ``disk_full``: its bundle cannot be written for want of space.
+
+    Not a crash: the host that sees space again unblocks it (so does
+    `pi-workflows resume RUN`).
+    """
+    give_back(store, runs_dir, claim, code=DISK_FULL,
+              message=f"{why}; the run resumes by itself once there is space")
+
+
 def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message: str, *,
-                 lock_timeout: float) -> None:
+                 lock_timeout: float) -> str | None:
     """Fail a claimed run in its bundle too, so queue and bundle agree.
 
     A bundle that stays locked cannot record the failure: the queue is then
     not made terminal either; the run is parked blocked with the reason, for
-    a person to `resume` or `cancel`.
+    a person to `resume` or `cancel`. Nor can a bundle on a full disk: the
+    run is parked blocked with ``disk_full`` and goes on once there is space
+    (a crash loop there was most likely the full disk's doing). Returns the
+    code it was parked with, or None once it failed.
     """
     bundle = Bundle(runs_dir, claim.run_id)
     if bundle.exists():
@@ -116,8 +130,21 @@ def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message:
             give_back(store, runs_dir, claim, code=code,
                       message=f"{message}; its bundle stayed locked, so it was parked:"
                               f" `pi-workflows resume {claim.run_id}` retries it")
-            return
+            return code
         except PiWorkflowsError as exc:  # corrupt: status shows queue/bundle
             logger.warning("run {}: its bundle could not record the failure ({})",
                            claim.run_id, exc.code)
+        except OSError as exc:
+            # The caller (a host's serving loop) must not die of a write it
+            # cannot make: the run waits, parked, instead of ending half-recorded.
+            if is_disk_full(exc):
+                park_disk_full(store, runs_dir, claim, f"its bundle could not record {code}"
+                               f" ({message}): {disk_full_line(exc)}")
+                return DISK_FULL
+            give_back(store, runs_dir, claim, code=code,
+                      message=f"{message}; its bundle could not record it"
+                              f" ({exc.strerror or type(exc).__name__}), so it was parked:"
+                              f" `pi-workflows resume {claim.run_id}` retries it")
+            return code
     store.fail(claim.run_id, claim.token, code, message)
+    return None

@@ -40,7 +40,7 @@ from ...protocol.store import Claim, Store
 from ...protocol.wakeup import poke
 from ...protocol.wire import PARK_MARGIN_S, WorkerExit
 from ...protocol.workerconfig import WorkerConfig
-from ..procs.claims import after_exit, give_back
+from ..procs.claims import after_exit, give_back, park_disk_full
 from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import WorkerHandle
 from ..views.follower import TraceFollower, ended_without_bundle
@@ -104,6 +104,11 @@ class SessionRunner:
         if after_exit(store, self.os, key, claim, code):
             if code == WorkerExit.BOOT_ERROR:
                 self._boot_failed(claim)
+            elif code == WorkerExit.DISK_FULL:
+                # Blocked, so no runner retries it in a loop; a host frees it once
+                # a write fits again (or `pi-workflows resume RUN`).
+                park_disk_full(store, paths.runs_dir, claim,
+                               "the runs directory's filesystem is full")
             else:
                 give_back(store, paths.runs_dir, claim)  # so a host resumes it at once
         return self._outcome(claim.run_id, follower)

@@ -509,3 +509,50 @@ def test_a_rerun_agent_step_tells_the_model_which_attempt_counts(h: Harness) -> 
     assert new != old
     assert f"attempt {old} of this step was interrupted" in prompt
     assert f'Only attempt {new} counts now' in prompt and f'attempt "{new}"' in prompt
+
+
+def test_an_agent_note_that_does_not_fit_stops_the_run_instead_of_failing_the_node(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent's own notes are written from inside the node: a full disk there must
+    not turn into a failed node (issue 21 item 16); the worker exits to wait for space."""
+    import errno
+
+    from pi_workflows.protocol import bundlewriter
+
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "x"})
+    real = bundlewriter.append_line
+
+    def full(path: Any, line: bytes, *, sync: bool) -> None:
+        if b"agent_prompt_sent" in line:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, line, sync=sync)
+
+    monkeypatch.setattr(bundlewriter, "append_line", full)
+    with pytest.raises(OSError) as raised:
+        h.execute(run_id, agent=ScriptedExecutor({"write": [{"title": "Done"}]}))
+    assert raised.value.errno == errno.ENOSPC
+    assert "node_failed" not in types_of(assert_well_formed(h.bundle(run_id)))
+    monkeypatch.setattr(bundlewriter, "append_line", real)  # space is back
+    again = h.after_crash(run_id, agent=ScriptedExecutor({"write": [{"title": "Done"}]}))
+    assert again.outcome == "completed"
+
+
+def test_an_agent_whose_machinery_meets_a_full_disk_waits_instead_of_failing(
+        h: Harness) -> None:
+    """Pi's own files live in the bundle (its session, its process record): ENOSPC out of
+    the executor is the disk's, not the step's (found by the runs_disk_full drill)."""
+    import errno
+
+    class FullDisk:
+        def run(self, request: Any, hooks: Any, stop: threading.Event) -> Any:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    h.write("writer", AGENT)
+    run_id = h.launch("writer", {"topic": "x"})
+    with pytest.raises(OSError) as raised:
+        h.execute(run_id, agent=FullDisk())  # type: ignore[arg-type]
+    assert raised.value.errno == errno.ENOSPC
+    assert "node_failed" not in types_of(assert_well_formed(h.bundle(run_id)))
+    again = h.after_crash(run_id, agent=ScriptedExecutor({"write": [{"title": "Done"}]}))
+    assert again.outcome == "completed"

@@ -29,10 +29,10 @@ def drill_command(
         "--iterations", min=1, metavar="N", help="Iterations of work and faults.")] = 20,
     seed: Annotated[int, typer.Option("--seed", metavar="S",
                                       help="Seed for every random choice.")] = 0,
-    faults: Annotated[str | None, typer.Option(
+    faults: Annotated[str, typer.Option(
         "--faults", metavar="KIND[,KIND...]", show_default=False,
-        help="Draw only these fault kinds (default: every kind; docs/drills.md lists"
-             " them), for example clock_step.")] = None,
+        help="Inject only these fault kinds (docs/drills.md lists them), for example"
+             " clock_step or runs_disk_full; default: every kind.")] = "",
     as_json: JsonOpt = False,
 ) -> None:
     """Run workflows under kill -9s, drains, stops, store locks and clock steps; check invariants.
@@ -47,11 +47,10 @@ def drill_command(
     from ...drill.faults import KINDS
     from ...drill.runner import Options, run_drill
 
-    kinds = tuple(k.strip() for k in (faults or "").split(",") if k.strip())
-    unknown = [k for k in kinds if k not in KINDS]
-    if unknown or (faults is not None and not kinds):
-        raise UsageError(f"--faults {faults}: unknown kind(s) {', '.join(unknown) or '(none)'};"
-                         f" the kinds are {', '.join(KINDS)}")
+    kinds = frozenset(k.strip() for k in faults.split(",") if k.strip())
+    if unknown := sorted(kinds - set(KINDS)):
+        raise UsageError(f"--faults: unknown kind(s) {', '.join(unknown)}; use"
+                         f" {', '.join(KINDS)}")
 
     target = report.expanduser().absolute()
     root = project.expanduser().absolute()

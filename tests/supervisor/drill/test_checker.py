@@ -289,6 +289,26 @@ def test_leftover_processes_and_loose_modes() -> None:
     assert "0o644" in only(check(durable, final=False), "loose_permissions").evidence
 
 
+def test_a_run_failed_by_a_full_disk_a_raw_disk_full_error_and_a_host_that_exited() -> None:
+    durable = good()
+    durable.runs[RUN].row.update(state="failed", errorCode="worker_crash_loop",  # type: ignore[union-attr]
+                                 errorMessage="OSError: [Errno 28] No space left on device")
+    durable.runs[RUN].state = {"traceSeq": 12, "status": "failed"}
+    found = only(check(durable, final=True), "disk_full_mishandled")
+    assert "worker_crash_loop" in found.evidence and found.run_id == RUN
+    durable.runs[RUN].row.update(errorCode="agent_exited",  # type: ignore[union-attr]
+                                 errorMessage="pi exited (status 1) during the step: Error:"
+                                              " ENOSPC: no space left on device, write")
+    assert "agent_exited" in only(check(durable, final=True), "disk_full_mishandled").evidence
+    durable = good()
+    durable.disk_full_noise = ["host.log: OSError: [Errno 28] No space left on device"]
+    assert "raw error" in only(check(durable, final=True), "disk_full_mishandled").evidence
+    assert check(durable, final=False) == []  # the logs are read at the end
+    durable = good()
+    durable.host_exits = [{"pid": 4242, "code": 70}]
+    assert "4242 exited 70" in only(check(durable, final=False), "host_exited").evidence
+
+
 def test_every_kind_has_a_test_above() -> None:
     text = Path(__file__).read_text()
     assert [k for k in KINDS if f'"{k}"' not in text] == []

@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import stat
 from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.errors import UsageError
-from pi_workflows.supervisor.drill.faults import KINDS, plan
-from pi_workflows.supervisor.drill.scratch import MARKER, Scratch, claim_directory
-from pi_workflows.supervisor.drill.workload import WORKFLOWS
+from pi_workflows.supervisor.drill import scratch as scratch_module
+from pi_workflows.supervisor.drill.faults import KINDS, NEEDS_MOUNT, Injector, Planned, plan
+from pi_workflows.supervisor.drill.hosts import Hosts
+from pi_workflows.supervisor.drill.scratch import (
+    KEPT_RUNS,
+    MARKER,
+    RUNS_DISK,
+    Scratch,
+    claim_directory,
+)
+from pi_workflows.supervisor.drill.smalldisk import mount_tmpfs, unmount
+from pi_workflows.supervisor.drill.workload import WORKFLOWS, Launcher
 
 
 def test_a_new_directory_is_claimed_private_with_the_marker(tmp_path: Path) -> None:
@@ -63,6 +73,67 @@ def test_the_seed_fixes_the_faults_it_asks_for() -> None:
     rng = random.Random(3)
     drawn = {f.kind for _ in range(300) for f in plan(rng, agents=False)}
     assert drawn == set(KINDS) - {"pi_kill9"}  # no Pi: no Pi child to kill
+
+
+def test_forced_kinds_are_the_only_ones_drawn_and_unmountable_ones_are_left_out() -> None:
+    rng = random.Random(5)
+    forced = {f.kind for _ in range(50)
+              for f in plan(rng, agents=True, only=frozenset({"runs_disk_full"}))}
+    assert forced == {"runs_disk_full"}
+    left_out = {f.kind for _ in range(300) for f in plan(rng, agents=True, without=NEEDS_MOUNT)}
+    assert "runs_disk_full" not in left_out and len(left_out) > 5
+    # Forced on a machine that cannot mount: still drawn, then skipped with its reason.
+    both = {f.kind for _ in range(20) for f in plan(rng, agents=True, without=NEEDS_MOUNT,
+                                                   only=frozenset({"runs_disk_full"}))}
+    assert both == {"runs_disk_full"}
+
+
+def test_without_a_tmpfs_the_runs_stay_put_and_the_fault_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scratch_module, "mount_tmpfs",
+                        lambda mount, size: f"cannot mount a tmpfs at {mount}: permission denied")
+    scratch = Scratch.create(tmp_path / "d", 1, small_runs=True)
+    assert scratch.runs_disk is None and "permission denied" in str(scratch.small_runs_skipped)
+    assert "PI_WORKFLOWS_RUNS_DIR" not in scratch.env
+    assert scratch.paths.runs_dir == scratch.paths.state_dir / "runs"
+    injector = Injector(scratch, Hosts(scratch), Launcher(scratch))
+    injector.run(0, [Planned("runs_disk_full", 0.0, 0.0, 1.0)])
+    [fault] = injector.injected
+    assert fault["applied"] is False and "permission denied" in fault["note"]
+
+
+@pytest.mark.timeout(60)
+def test_the_runs_tmpfs_is_mounted_filled_freed_and_unmounted(tmp_path: Path) -> None:
+    probe = tmp_path / "probe"
+    if (why := mount_tmpfs(probe, 1024 * 1024)) is not None:
+        pytest.skip(why)
+    unmount(probe)
+    scratch = Scratch.create(tmp_path / "d", 1, small_runs=True)
+    disk = scratch.root / RUNS_DISK
+    try:
+        assert scratch.runs_disk == disk and os.path.ismount(disk)
+        assert scratch.env["PI_WORKFLOWS_RUNS_DIR"] == str(disk / "runs")
+        assert scratch.paths.runs_dir == disk / "runs"
+        (disk / "runs" / "r1").mkdir(parents=True)
+        (disk / "runs" / "r1" / "state.json").write_text("{}")
+        injector = Injector(scratch, Hosts(scratch), Launcher(scratch))
+        injector.run(0, [Planned("runs_disk_full", 0.0, 0.0, -1.9)])  # full 0.1 s
+        [fault] = injector.injected
+        assert fault["applied"] is True and "KiB filled" in fault["note"], fault
+        assert not (disk / "filler").exists()
+        scratch.release()  # the bundles are copied out, as evidence, then it goes
+        assert not os.path.ismount(disk)
+        assert (scratch.root / KEPT_RUNS / "r1" / "state.json").read_text() == "{}"
+        # A drill killed before it unmounted: the next one there unmounts first
+        # (emptying a mount point would fail), then mounts its own.
+        assert mount_tmpfs(disk, 1024 * 1024) is None
+        (disk / "old").write_text("x")
+        again = Scratch.create(tmp_path / "d", 2, small_runs=True)
+        assert os.path.ismount(disk) and not (disk / "old").exists()
+        again.release()
+        assert not os.path.ismount(disk)
+    finally:
+        unmount(disk)
 
 
 def test_every_workflow_file_defines_a_valid_workflow(tmp_path: Path) -> None:
