@@ -7,19 +7,21 @@ own monotonic time. The holder's wall clock (which wrote the lease) and the
 observer's (which could step forward or back) never meet, so an NTP step or
 a VM resume cannot make a live claim look expired. A process that has not
 watched a claim yet knows nothing about it: its first sighting starts the
-count. Pure bookkeeping: no sqlite3, no store, no clock of its own.
+count. Pure bookkeeping: no sqlite3, no store, no clock of its own; no
+dataclasses either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 Monotonic = Callable[[], float]
 
 
-@dataclass(frozen=True)
-class Sighting:
+# A NamedTuple, not a dataclass: the store is on the read commands' fast path,
+# which must not load dataclasses (see e2e/test_fastcli.py).
+class Sighting(NamedTuple):
     """A claim as last seen, and the monotonic time it was first seen so."""
 
     token: str
