@@ -84,3 +84,11 @@ def h(tmp_path: Path) -> Iterator[Harness]:
     harness = Harness(tmp_path)
     yield harness
     harness.close()
+
+
+@pytest.fixture
+def cli(h: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
+    """``h`` with the CLI pointed at its state and runs, for ``run_cli`` from outside it."""
+    monkeypatch.setenv("PI_WORKFLOWS_STATE_DIR", str(h.root / "state"))
+    monkeypatch.setenv("PI_WORKFLOWS_RUNS_DIR", str(h.runs))
+    return h

@@ -1,7 +1,8 @@
 """Small builders shared by the definition and CLI tests.
 
 Owns ``make_ctx`` (a ``NodeContext``), ``write`` (a dedented file) and
-``simple_source`` (a valid two-node workflow file's text). Imports
+``simple_source`` (a valid two-node workflow file's text) and
+``approve_flow`` (draft, a checkpoint, build). Imports
 ``pi_workflows.protocol.definitions`` only: never pytest, a conftest or a
 test module.
 """
@@ -46,3 +47,19 @@ workflow = define_workflow(
 
 def simple_source(name: str | None = None, description: str = "a test workflow") -> str:
     return SIMPLE.format(name=f"name={name!r}, " if name else "", description=description)
+
+
+def approve_flow(question: str = "approve the plan") -> str:
+    """A workflow file's text: ``draft``, a checkpoint ``approve`` asking ``question``,
+    then ``build`` from its answer."""
+    return f"""
+workflow = define_workflow(
+    start_at="draft",
+    nodes=[
+        compute("draft", lambda ctx: {{"plan": "p"}}),
+        checkpoint("approve", summary=lambda ctx: {question!r}),
+        compute("build", lambda ctx: {{"built": ctx.outputs["approve"]}}),
+    ],
+    edges=[edge("draft", "approve"), edge("approve", "build")],
+)
+"""

@@ -13,21 +13,12 @@ import shlex
 import pytest
 
 from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.definitions import approve_flow
 from tests.helpers.engine import Harness
 
 pytestmark = pytest.mark.timeout(60)
 
-CHECK = """
-workflow = define_workflow(
-    start_at="draft",
-    nodes=[
-        compute("draft", lambda ctx: {"plan": "p"}),
-        checkpoint("approve", summary=lambda ctx: "approve the plan"),
-        compute("build", lambda ctx: {"built": ctx.outputs["approve"]}),
-    ],
-    edges=[edge("draft", "approve"), edge("approve", "build")],
-)
-"""
+CHECK = approve_flow()
 # Asks twice: a chain of three runs once both are answered.
 TWICE = """
 workflow = define_workflow(
@@ -41,13 +32,6 @@ workflow = define_workflow(
 )
 """
 SUGGESTED = re.compile(r"`(pi-workflows [^`]+)`")
-
-
-@pytest.fixture
-def cli(h: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.setenv("PI_WORKFLOWS_STATE_DIR", str(h.root / "state"))
-    monkeypatch.setenv("PI_WORKFLOWS_RUNS_DIR", str(h.runs))
-    return h
 
 
 def _run(h: Harness, *args: str) -> CliResult:

@@ -31,13 +31,6 @@ workflow = define_workflow(
 SUGGESTED = re.compile(r"`(pi-workflows [^`]+)`")
 
 
-@pytest.fixture
-def cli(h: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.setenv("PI_WORKFLOWS_STATE_DIR", str(h.root / "state"))
-    monkeypatch.setenv("PI_WORKFLOWS_RUNS_DIR", str(h.runs))
-    return h
-
-
 def _refused(h: Harness, *args: str) -> str:
     done = run_cli(*args, "--project", str(h.project), cwd=h.root)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done

@@ -14,22 +14,13 @@ import pytest
 from pi_workflows.protocol.store import Store
 
 from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.definitions import approve_flow
 from tests.helpers.engine import Crash, Harness, crash_on
 from tests.helpers.store import put_in_state
 
 pytestmark = pytest.mark.timeout(60)
 
-CHECK = """
-workflow = define_workflow(
-    start_at="draft",
-    nodes=[
-        compute("draft", lambda ctx: {"plan": "p"}),
-        checkpoint("approve", summary=lambda ctx: "ship plan p to production?"),
-        compute("build", lambda ctx: {"built": ctx.outputs["approve"]}),
-    ],
-    edges=[edge("draft", "approve"), edge("approve", "build")],
-)
-"""
+CHECK = approve_flow('ship plan p to production?')
 LONG = """
 workflow = define_workflow(
     start_at="talk",
@@ -46,13 +37,6 @@ workflow = define_workflow(
     edges=[edge("fetch", "build")],
 )
 """
-
-
-@pytest.fixture
-def cli(h: Harness, monkeypatch: pytest.MonkeyPatch) -> Harness:
-    monkeypatch.setenv("PI_WORKFLOWS_STATE_DIR", str(h.root / "state"))
-    monkeypatch.setenv("PI_WORKFLOWS_RUNS_DIR", str(h.runs))
-    return h
 
 
 def _status(h: Harness, run_id: str) -> str:

@@ -15,22 +15,13 @@ from pi_workflows.supervisor.views.follower import TraceFollower
 from pi_workflows.supervisor.views.live import LiveView
 from rich.console import Console
 
+from tests.helpers.definitions import approve_flow
 from tests.helpers.engine import Harness
 
 pytestmark = pytest.mark.timeout(60)
 
 ESC = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-CHECK = """
-workflow = define_workflow(
-    start_at="draft",
-    nodes=[
-        compute("draft", lambda ctx: {"plan": "p"}),
-        checkpoint("approve", summary=lambda ctx: "approve the plan"),
-        compute("build", lambda ctx: {"built": ctx.outputs["approve"]}),
-    ],
-    edges=[edge("draft", "approve"), edge("approve", "build")],
-)
-"""
+CHECK = approve_flow()
 # Two steps allowed, three nodes: the run fails between nodes (before `c`).
 ASTRAY = """
 workflow = define_workflow(
