@@ -77,7 +77,8 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Print the path of the pi-workflows Pi extension."),
     CommandEntry("status", "status_list",
                  "Show a run's state, or every unfinished and waiting run.",
-                 FastSpec(0, 1, frozenset({"--json"}), frozenset({"--project", "--session"}))),
+                 FastSpec(0, 1, frozenset({"--json", "--nodes"}),
+                          frozenset({"--project", "--session"}))),
     CommandEntry("list", "status_list", "List the project's runs, newest first, chains grouped.",
                  FastSpec(0, 0, frozenset({"--json"}), frozenset(
                      {"--project", "--state", "--workflow", "--since", "--until", "--limit",

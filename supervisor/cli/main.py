@@ -131,7 +131,7 @@ def _status(call: _Call) -> int:
     run = validate_run_id(positional[0]) if positional else None  # checked as it is parsed
     settings, paths = _settings_and_paths(call.values)
     owner = _session(call.values)
-    _emit(status_data(settings, paths, run, owner))
+    _emit(status_data(settings, paths, run, owner, nodes="--nodes" in call.seen))
     return 0
 
 

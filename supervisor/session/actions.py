@@ -29,11 +29,11 @@ from ...protocol.states import CLAIMED, QueueState
 from ...protocol.store import QueueRow, Store, open_store
 from ...protocol.wakeup import poke
 from ..views.runref import existing_row, project_store, resolve_run
+from ..views.status import host_running
 from ..views.wording import cli
 from . import cancel
 from .launch import Prepared, prepare_continuation, prepare_run
 from .runinput import json_input, require_utf8
-from .sync import host_running
 
 
 def wake_host(store: Store, paths: Paths) -> bool:

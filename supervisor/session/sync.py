@@ -17,11 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...protocol.liveness import is_same_process
 from ...protocol.record import record
 from ...protocol.states import CLAIMED, UNSUCCESSFUL_STATUSES, QueueState, RunStatus
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
-from ..views.status import run_status
+from ..views.status import host_running, run_status
 
 Q, S = QueueState, RunStatus
 MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
@@ -59,12 +58,6 @@ class Snapshot:
 
     def _held(self) -> dict[str, Any]:
         return {} if self.held_token is None else {"token": self.held_token}
-
-
-def host_running(store: Store) -> bool:
-    """A host runner is registered and its process (pid and start time) is alive."""
-    return any(r.kind == "host" and is_same_process(r.pid, r.pid_start_time)
-               for r in store.list_runners())
 
 
 def _bounded(value: Any) -> tuple[Any, bool]:

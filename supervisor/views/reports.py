@@ -21,21 +21,30 @@ from ...protocol.store import Store, open_store
 from .holds import chat_hold, hold_text
 from .listing import check_state, select
 from .runref import existing_row, project_store
-from .status import run_status, status_with_chain
+from .status import host_running, node_states, run_status, status_with_chain
 from .timefmt import parse_duration
 
 
 def status_data(settings: SettingsLike, paths: Paths, run: str | None,
-                owner: str | None) -> dict[str, Any]:
-    """RUN's status with its chain; else ``{"session", "run"}``; else ``{"runs"}``."""
+                owner: str | None, *, nodes: bool = False) -> dict[str, Any]:
+    """RUN's status with its chain; else ``{"session", "run"}``; else ``{"runs"}``.
+    ``nodes``: RUN's (or the session's run's) ``nodes`` too (``views.status.node_states``)."""
     with project_store(settings, paths) as store:
         if run is not None:
-            return with_agent_dir(store, paths, status_with_chain(
+            info = with_agent_dir(store, paths, status_with_chain(
                 store, existing_row(store, run, paths), paths.runs_dir))
+            if nodes:
+                info["nodes"] = node_states(paths.runs_dir, info["runId"])
+            return info
         if owner is not None:
             mine = store.session_run(owner)
-            return {"session": owner, "run": None if mine is None else
-                    with_agent_dir(store, paths, run_status(mine, paths.runs_dir))}
+            found = None if mine is None else with_agent_dir(
+                store, paths, run_status(mine, paths.runs_dir))
+            if found is not None and nodes:
+                found["nodes"] = node_states(paths.runs_dir, found["runId"])
+            if found is not None and found["queueState"] == "parked":
+                found["hostRunning"] = host_running(store)  # as `sync` reports it
+            return {"session": owner, "run": found}
         # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         rows += store.waiting_runs()

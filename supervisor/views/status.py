@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.liveness import is_same_process
 from ...protocol.states import CLAIMED, QueueState, RunStatus, display_state, seen_status
 from ...protocol.store import QueueRow, Store
 from .timefmt import ago, duration
@@ -55,6 +56,46 @@ def run_status(row: QueueRow, runs_dir: Path,
     if data["errorCode"] is None and error:
         data["errorCode"], data["error"] = error.get("code"), error.get("message")
     return data
+
+
+def host_running(store: Store) -> bool:
+    """A host runner is registered and its process (pid and start time) is alive."""
+    return any(r.kind == "host" and is_same_process(r.pid, r.pid_start_time)
+               for r in store.list_runners())
+
+
+def node_states(runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    """One entry per node of the run's workflow, in definition order: ``{"id", "state"}``
+    (``done``, ``failed``, ``running``, ``waiting`` or ``pending``), and for the node in
+    progress ``since`` (when the run last moved, ms). Empty without a readable bundle.
+    Only node ids and states: never an output or the input."""
+    bundle = Bundle(runs_dir, run_id)
+    if not bundle.exists():
+        return []
+    try:
+        snapshot = bundle.snapshot()
+        state = bundle.raw_state()
+    except (BundleCorrupt, ValueError, OSError):
+        return []
+    results = state.get("results") or {}
+    current, status = state.get("currentNode"), state.get("status")
+    found: list[dict[str, Any]] = []
+    for node in snapshot.get("nodes") or []:
+        node_id = node.get("id") if isinstance(node, dict) else None
+        if not isinstance(node_id, str):
+            continue
+        entry: dict[str, Any] = {"id": node_id, "state": "pending"}
+        result = results.get(node_id)
+        if node_id == state.get("waitingNode") and status == RunStatus.WAITING:
+            entry["state"] = "waiting"
+        elif node_id == current and status == RunStatus.RUNNING and result is None:
+            entry.update(state="running", since=state.get("updatedAt"))
+        elif isinstance(result, dict):
+            entry["state"] = "done" if result.get("outcome") == "ok" else "failed"
+        elif node_id == current and status in (RunStatus.FAILED, RunStatus.TIMED_OUT):
+            entry["state"] = "failed"
+        found.append(entry)
+    return found
 
 
 def chain(store: Store, row: QueueRow) -> list[QueueRow]:

@@ -10,6 +10,7 @@ command module.
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated
 
@@ -33,6 +34,7 @@ from ..options import (
     emit_json,
     project_context,
     session_id,
+    stdin_lifeline,
 )
 
 
@@ -44,6 +46,10 @@ def resume_command(
     here: Annotated[bool, typer.Option(
         "--here", help="Run it in this terminal now, shown live, instead of in a host.")] = False,
     session: SessionOpt = None,
+    park_on_eof: Annotated[bool, typer.Option(
+        "--park-on-eof",
+        help="With --here or --session: park the run again (as SIGTERM does) once standard"
+             " input reaches end of file, as `activate --park-on-eof` does.")] = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -80,6 +86,10 @@ def resume_command(
         if here or owner is not None:
             with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view, \
                     session_runner(store, settings, paths, view=view) as runner:
+                if park_on_eof:
+                    # One stop, not a second (as for `activate --park-on-eof`).
+                    stdin_lifeline(lambda: None if runner.stops
+                                   else runner.stops.append(signal.SIGTERM))
                 code = runner.drive(store.claim_by_id(run, runner.runner_id, session=owner))
             if as_json:
                 found = store.get(run)

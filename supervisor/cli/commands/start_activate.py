@@ -9,10 +9,6 @@ adds both commands. Must not import the worker or another command module.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -39,22 +35,8 @@ from ..options import (
     parse_input,
     project_context,
     required_session,
+    stdin_lifeline,
 )
-
-
-def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
-    """Call ``stop`` (from a daemon thread) once ``fd`` (standard input) reaches end of file.
-
-    The pipe's other end is the parent's (the Pi extension's): when the
-    parent exits, however it exits, the kernel closes it.
-    """
-    def watch() -> None:
-        with contextlib.suppress(OSError):
-            while os.read(fd, 4096):
-                pass
-        stop()
-
-    threading.Thread(target=watch, name="stdin-lifeline", daemon=True).start()
 
 
 def start_command(

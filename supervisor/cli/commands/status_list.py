@@ -56,6 +56,9 @@ def status_command(
     debug: Annotated[bool, typer.Option(
         "--debug", help="With RUN: also where its failed step raised (the recorded"
                         " traceback), as `pi-workflows --debug status RUN` does.")] = False,
+    nodes: Annotated[bool, typer.Option(
+        "--nodes", help="With --json: also each node of the run's workflow and its state"
+                        " (done, failed, running, waiting, pending).")] = False,
 ) -> None:
     """Show a run's state: from the queue (even before it has a bundle) and its bundle.
 
@@ -77,7 +80,7 @@ def status_command(
         for line in lines:
             typer.echo(line)
         return
-    data = status_data(settings, paths, run, owner)
+    data = status_data(settings, paths, run, owner, nodes=nodes)
     if as_json:
         emit_json(data)
         return
