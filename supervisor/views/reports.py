@@ -35,6 +35,8 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
                 store, existing_row(store, run, paths), paths.runs_dir))
             if nodes:
                 info["nodes"] = node_states(paths.runs_dir, info["runId"])
+            if info["queueState"] == "parked":
+                info["hostRunning"] = host_running(store)  # as `sync` reports it
             return info
         if owner is not None:
             mine = store.session_run(owner)
@@ -42,8 +44,11 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
                 store, paths, run_status(mine, paths.runs_dir))
             if found is not None and nodes:
                 found["nodes"] = node_states(paths.runs_dir, found["runId"])
-            if found is not None and found["queueState"] == "parked":
-                found["hostRunning"] = host_running(store)  # as `sync` reports it
+            if found is not None and mine is not None:
+                # Whether the session started it (its origin) or is only told about it.
+                found["sessionRole"] = "origin" if mine.origin_session == owner else "notify"
+                if found["queueState"] == "parked":
+                    found["hostRunning"] = host_running(store)  # as `sync` reports it
             return {"session": owner, "run": found}
         # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
