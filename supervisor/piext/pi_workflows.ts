@@ -24,12 +24,19 @@ import { Type } from "typebox";
 
 const CUSTOM_TYPE = "pi-workflows";
 const UI_KEY = "pi-workflows";
-const POLL_MS = 1500; // progress poll, only while the session has an active run
+const POLL_MS = 1000; // progress poll while the session has an unfinished run (parked too)
+const PARKED_POLL_MS = 2000; // ... a parked run that no host is running for
+const WATCH_MS = 1000; // otherwise: a stat of the store's files, a poll only if they changed
+const WIDGET_KEEP_MS = Number(process.env.PI_WORKFLOWS_WIDGET_KEEP_MS) || 60_000; // a finished run's widget
+const NAMES_TTL_MS = 30_000; // argument completion: workflow names cached this long
 const IDLE_RETRY_MS = 25; // agent_end fires before the loop is idle: look again shortly
 const IDLE_RETRIES = 200; // about 5 s; after that the next agent_end tries again
 const SEEN_WAIT_MS = 5000; // how long a sent follow-up may take to reach the session branch
 const MAX_ARG_BYTES = 100_000; // larger inputs go through a private file
 const ACTIVE = new Set(["queued", "starting", "running"]);
+const UNFINISHED = new Set(["queued", "starting", "running", "parked"]);
+const VERBS = ["status", "cancel", "answer", "resume", "watch", "chat"];
+const RUN_VERBS = new Set(VERBS);
 const REPORTED = new Set(["completed", "waiting", "failed", "timed_out", "cancelled", "parked"]);
 
 interface CliResult {
@@ -55,6 +62,13 @@ interface RunInfo {
 	change?: string;
 	mine?: boolean;
 	hostRunning?: boolean;
+	sessionRole?: "origin" | "notify";
+	nodes?: { id: string; state: string; since?: number | null }[];
+}
+
+interface WorkflowList {
+	workflows: { name: string; description?: string; path?: string }[];
+	errors?: { name: string; path: string; error: string }[];
 }
 
 interface FollowUp {
@@ -135,7 +149,7 @@ function output(value: unknown): string {
 }
 
 /** One line of a report about a run that changed. */
-function runLine(run: RunInfo): string {
+function runLine(run: RunInfo, resumingHere = false): string {
 	const head = `run ${run.runId} (${run.workflow})`;
 	switch (run.change) {
 		case "completed":
@@ -148,17 +162,55 @@ function runLine(run: RunInfo): string {
 		case "cancelled":
 			return `${head} was cancelled.`;
 		case "parked":
+			if (resumingHere) return `${head} is parked at ${run.currentNode ?? "?"}; no host is running, so this session resumes it now.`;
 			return `${head} is parked at ${run.currentNode ?? "?"}; ${run.hostRunning ? "a running host resumes it" : "no host is running: `pi-workflows host --background` resumes it"}.`;
 		default:
 			return `${head} is ${run.change ?? run.queueState}${run.currentNode ? ` at ${run.currentNode}` : ""}.`;
 	}
 }
 
+const GLYPH: Record<string, string> = { done: "✓", failed: "✗", running: "▶", waiting: "⏸", pending: "·" };
+
+/** The widget: a head line, then one line per node of the run's workflow. */
+function widgetLines(run: RunInfo): string[] {
+	const lines = [`pi-workflows  run ${run.runId}  ${run.workflow}  ${shownState(run)}  ${elapsed(run) || "-"}`];
+	for (const node of run.nodes ?? []) {
+		let note = "";
+		if (node.state === "running" && run.queueState === "parked") note = "  parked";
+		else if (node.state === "running" && node.since) note = `  ${Math.max(0, Math.round((Date.now() - node.since) / 1000))}s`;
+		else if (node.state === "waiting") note = "  waiting for an answer";
+		const glyph = node.state === "running" && run.queueState === "parked" ? "⏸" : (GLYPH[node.state] ?? "?");
+		lines.push(`  ${glyph} ${node.id}${note}`);
+	}
+	if (!run.nodes?.length) lines.push(`  node ${run.currentNode ?? run.waitingOn ?? "-"}`);
+	return lines;
+}
+
+/** An answer as the runner's JSON: text that parses as an object, array, boolean or number is JSON; anything else is a string. */
+function answerJson(text: string): string {
+	const trimmed = text.trim();
+	try {
+		const value: unknown = JSON.parse(trimmed);
+		if (value !== null && ["object", "boolean", "number"].includes(typeof value)) return trimmed;
+	} catch {
+		// plain words
+	}
+	return JSON.stringify(text);
+}
+
 export default function (pi: ExtensionAPI) {
 	let ctxRef: ExtensionContext | undefined;
 	let sessionId = "";
 	let cwd = "";
-	let activation: ChildProcess | undefined;
+	let activation: ChildProcess | undefined; // the session runner: `activate` or `resume --session`
+	let resumeDue = ""; // a parked run of this session to resume here at the next boundary
+	const resumeTried = new Set<string>(); // resumed here once already: not again by itself
+	let storeFiles: string[] | undefined; // the store's files, for the cheap idle watch
+	let storeSeen = "";
+	let watchTimer: ReturnType<typeof setTimeout> | undefined;
+	let widgetTimer: ReturnType<typeof setTimeout> | undefined;
+	let widgetRun = ""; // the run the widget shows
+	let names: { at: number; list: string[] } | undefined;
 	let settling = false;
 	let again = false;
 	let closed = false;
@@ -216,15 +268,28 @@ export default function (pi: ExtensionAPI) {
 			do {
 				again = false;
 				if (closed || !idle(ctx)) return;
-				const status = await cli(session(["status"]), cwd);
+				const status = await cli(session(["status", "--nodes"]), cwd);
 				if (status.code !== 0) return; // no store yet: this project never had a run
 				const run = (parse<{ run: RunInfo | null }>(status) ?? { run: null }).run;
-				const snapshot = parse<Snapshot>(await cli(session(["sync", "--hold-follow-ups"]), cwd));
 				const catchUp = catchUpDue;
+				// Reopened with the session's own run parked and no host to resume it: this
+				// session resumes it (seed 000, acceptance 2). The claim decides against a host
+				// or another Pi that starts meanwhile; never both run it.
+				if (
+					catchUp &&
+					run?.queueState === "parked" &&
+					!run.errorCode &&
+					run.hostRunning === false &&
+					run.sessionRole === "origin" &&
+					!resumeTried.has(run.runId)
+				)
+					resumeDue = run.runId;
+				const snapshot = parse<Snapshot>(await cli(session(["sync", "--hold-follow-ups"]), cwd));
 				if (snapshot) catchUpDue = false;
 				if (snapshot && (await deliver(ctx, snapshot, catchUp))) return; // a model turn runs now
 				if (closed || !idle(ctx)) return;
-				activate(ctx, run);
+				if (resumeDue) resumeHere(ctx);
+				else activate(ctx, run);
 			} while (again);
 		} finally {
 			settling = false;
@@ -246,7 +311,7 @@ export default function (pi: ExtensionAPI) {
 			const title = catchUp ? "pi-workflows: while this session was away" : "pi-workflows:";
 			pi.sendMessage({
 				customType: CUSTOM_TYPE,
-				content: [title, ...runs.map((r) => `- ${runLine(r)}`), ...notes.map((n) => `- ${n}`)].join("\n"),
+				content: [title, ...runs.map((r) => `- ${runLine(r, r.runId === resumeDue)}`), ...notes.map((n) => `- ${n}`)].join("\n"),
 				display: true,
 				details: { kind: "report", runIds: runs.map((r) => r.runId) },
 			});
@@ -280,7 +345,24 @@ export default function (pi: ExtensionAPI) {
 		}
 		if (!run || !["queued", "starting"].includes(run.queueState) || run.runId === nothingFor) return;
 		if (activation || closed || !idle(ctx)) return;
-		const child = spawn(binary(), ["activate", "--session", sessionId, "--park-on-eof", "--project", cwd], {
+		spawnRunner(["activate", "--session", sessionId, "--park-on-eof", "--project", cwd], (code) => {
+			if (code === 0) nothingFor = run.runId; // done, or nothing to do: no second try for it
+		});
+	}
+
+	/** Resume the session's parked run here: `resume RUN --session S`, tied to this Pi like `activate`. */
+	function resumeHere(ctx: ExtensionContext): void {
+		const runId = resumeDue;
+		if (activation || closed || !idle(ctx)) return;
+		resumeDue = "";
+		resumeTried.add(runId);
+		following = runId;
+		spawnRunner(["resume", runId, "--session", sessionId, "--park-on-eof", "--project", cwd], () => undefined);
+	}
+
+	/** The session runner as a child: its own group, stdin a pipe from this Pi (the lifeline). */
+	function spawnRunner(args: string[], exited: (code: number | null) => void): void {
+		const child = spawn(binary(), args, {
 			cwd,
 			detached: true, // its own group: only our SIGTERM or the closed pipe parks it
 			stdio: ["pipe", "ignore", "ignore"],
@@ -289,8 +371,9 @@ export default function (pi: ExtensionAPI) {
 		child.on("error", () => undefined); // exit follows
 		child.on("exit", (code) => {
 			if (activation === child) activation = undefined;
-			if (code === 0) nothingFor = run.runId; // done, or nothing to do: no second try for it
+			exited(code);
 			atIdle();
+			void poll();
 		});
 		void poll();
 	}
@@ -306,7 +389,14 @@ export default function (pi: ExtensionAPI) {
 			pollAgain = true;
 			return;
 		}
-		if (pollTimer) return;
+		if (pollTimer) {
+			clearTimeout(pollTimer);
+			pollTimer = undefined;
+		}
+		if (watchTimer) {
+			clearTimeout(watchTimer);
+			watchTimer = undefined;
+		}
 		polling = true;
 		try {
 			await pollOnce();
@@ -325,19 +415,63 @@ export default function (pi: ExtensionAPI) {
 		const ctx = ctxRef;
 		if (!ctx) return;
 		const asked = epoch;
-		const run = (parse<{ run: RunInfo | null }>(await cli(session(["status"]), cwd)) ?? { run: null }).run;
-		if (closed || asked !== epoch) return; // read before an answer or a resume: poll again
+		const seen = storeStamp();
+		const result = await cli(session(["status", "--nodes"]), cwd);
+		const run = (parse<{ run: RunInfo | null }>(result) ?? { run: null }).run;
+		if (closed) return;
+		if (asked !== epoch) {
+			pollAgain = true; // read before an answer or a resume: poll again
+			return;
+		}
+		storeSeen = seen;
 		show(ctx, run);
-		if (activation || (run && ACTIVE.has(run.queueState))) {
+		if (activation || (run && UNFINISHED.has(run.queueState))) {
 			if (run) following = run.runId;
+			const wait = run?.queueState === "parked" && !run.hostRunning && !activation ? PARKED_POLL_MS : POLL_MS;
 			pollTimer = setTimeout(() => {
 				pollTimer = undefined;
 				void poll();
-			}, POLL_MS);
-		} else if (following) {
+			}, wait);
+			return;
+		}
+		if (following) {
 			following = "";
 			atIdle(); // it just ended: its result goes into the conversation
 		}
+		if (result.code === 0 || storeFiles) watch();
+	}
+
+	/** Nothing unfinished: look at the store's files every second, poll only when they changed
+	 * (a run started elsewhere for this session, say). A stat, no process. */
+	function watch(): void {
+		if (closed || watchTimer || pollTimer) return;
+		if (storeFiles === undefined) {
+			storeFiles = [];
+			void cli(["paths", "--project", cwd, "--json"], cwd).then((r) => {
+				const file = parse<{ storeFile?: string }>(r)?.storeFile;
+				storeFiles = file ? [file, `${file}-wal`] : [];
+				storeSeen = storeStamp();
+			});
+		}
+		watchTimer = setTimeout(() => {
+			watchTimer = undefined;
+			if (closed) return;
+			if (storeFiles?.length && storeStamp() !== storeSeen) void poll();
+			else watch();
+		}, WATCH_MS);
+	}
+
+	function storeStamp(): string {
+		return (storeFiles ?? [])
+			.map((f) => {
+				try {
+					const st = fs.statSync(f);
+					return `${st.mtimeMs}:${st.size}`;
+				} catch {
+					return "-";
+				}
+			})
+			.join("|");
 	}
 
 	function show(ctx: ExtensionContext, run: RunInfo | null): void {
@@ -350,14 +484,29 @@ export default function (pi: ExtensionAPI) {
 		const node = run.currentNode ?? run.waitingOn;
 		const time = elapsed(run);
 		ctx.ui.setStatus(UI_KEY, `workflow ${run.workflow}: ${state}${node ? ` at ${node}` : ""}${time ? ` (${time})` : ""}`);
-		if (ACTIVE.has(run.queueState)) {
-			ctx.ui.setWidget(UI_KEY, [
-				`pi-workflows  run ${run.runId}`,
-				`  ${run.workflow}  ${state}  node ${node ?? "-"}  ${time || "-"}`,
-			]);
-		} else {
-			ctx.ui.setWidget(UI_KEY, undefined);
+		if (widgetTimer) clearTimeout(widgetTimer);
+		widgetTimer = undefined;
+		if (UNFINISHED.has(run.queueState)) {
+			widgetRun = run.runId;
+			ctx.ui.setWidget(UI_KEY, widgetLines(run));
+			return;
 		}
+		// A finished run's widget stays WIDGET_KEEP_MS after it finished, then goes.
+		const left = (run.finishedAt ?? Date.now()) + WIDGET_KEEP_MS - Date.now();
+		if (left <= 0) {
+			if (widgetRun) ctx.ui.setWidget(UI_KEY, undefined);
+			widgetRun = "";
+			return;
+		}
+		widgetRun = run.runId;
+		ctx.ui.setWidget(UI_KEY, widgetLines(run));
+		widgetTimer = setTimeout(() => {
+			widgetTimer = undefined;
+			if (!closed && widgetRun === run.runId) {
+				widgetRun = "";
+				ctx.ui.setWidget(UI_KEY, undefined);
+			}
+		}, left);
 	}
 
 	// ---- actions shared by the tool and the command ------------------------------
@@ -403,7 +552,7 @@ export default function (pi: ExtensionAPI) {
 	}
 
 	async function answer(runId: string, text: string): Promise<string> {
-		const result = await cli(session(["answer", runId, "--input-json", JSON.stringify(text)]), cwd);
+		const result = await cli(session(["answer", runId, "--input-json", answerJson(text)]), cwd);
 		const out = parse<{ runId: string; workflow: string }>(result);
 		if (!out) throw new Error(reason(result));
 		following = out.runId; // its end is reported, however fast the host is
@@ -413,24 +562,91 @@ export default function (pi: ExtensionAPI) {
 		return `Answered ${runId}; continuation ${out.runId} (${out.workflow}) is queued for the host.${host}`;
 	}
 
+	/** This session's unfinished run, for `cancel` without a run id. */
+	async function sessionRun(): Promise<RunInfo> {
+		const { run } = await status();
+		if (!run || !UNFINISHED.has(run.queueState)) throw new Error("This session has no unfinished run to cancel.");
+		return run;
+	}
+
+	async function list(offset: number, limit: number): Promise<{ text: string; runs: RunInfo[] }> {
+		const args = ["list", "--project", cwd, "--json", "--limit", String(limit), "--offset", String(offset)];
+		const result = await cli(args, cwd);
+		const out = parse<{ runs: RunInfo[] }>(result);
+		if (!out) throw new Error(reason(result));
+		if (!out.runs.length) return { text: offset ? `No runs after the first ${offset}.` : "This project has no runs.", runs: [] };
+		const lines = out.runs.map((r) => {
+			const node = r.currentNode ?? r.waitingOn;
+			return `${r.runId}  ${r.workflow}  ${shownState(r)}${node ? ` at ${node}` : ""}`;
+		});
+		const more = out.runs.length === limit ? ` (more: offset ${offset + limit})` : "";
+		return { text: `Runs ${offset + 1}-${offset + out.runs.length}, newest first${more}:\n${lines.join("\n")}`, runs: out.runs };
+	}
+
+	/** Resume parked RUN: a running host takes it; without one, this session resumes it at the next idle boundary. */
+	async function resume(runId: string): Promise<string> {
+		const result = await cli(["status", runId, "--project", cwd, "--json"], cwd);
+		const run = parse<RunInfo>(result);
+		if (!run) throw new Error(reason(result));
+		if (run.queueState !== "parked") throw new Error(`run ${run.runId} is ${shownState(run)}; only a parked run can be resumed`);
+		following = run.runId;
+		epoch++;
+		if (run.hostRunning || run.errorCode) {
+			// A blocked run is unblocked by `resume` itself (or refused with its reason).
+			const poked = await cli(["resume", run.runId, "--project", cwd, "--json"], cwd);
+			if (poked.code !== 0) throw new Error(reason(poked));
+			if (run.hostRunning) {
+				void poll();
+				return `Run ${run.runId} will be resumed by the running host.`;
+			}
+		}
+		resumeDue = run.runId;
+		resumeTried.delete(run.runId);
+		atIdle();
+		return `Run ${run.runId} resumes in this session at ${run.currentNode ?? "its interrupted node"} (no host is running).`;
+	}
+
+	/** The project's workflows (and the files that fail to load), for the list and completion. */
+	async function workflows(): Promise<WorkflowList> {
+		const result = await cli(["workflows", "--project", cwd, "--json"], cwd);
+		const out = parse<WorkflowList>(result);
+		if (!out) throw new Error(reason(result));
+		names = { at: Date.now(), list: out.workflows.map((w) => w.name) };
+		return out;
+	}
+
+	/** `/workflow PATH`: the name of the project's (or the global) workflow at PATH. */
+	async function nameAt(file: string): Promise<string> {
+		const want = fs.existsSync(path.resolve(cwd, file)) ? fs.realpathSync(path.resolve(cwd, file)) : path.resolve(cwd, file);
+		const real = (p?: string) => (p && fs.existsSync(p) ? fs.realpathSync(p) : p);
+		const out = await workflows();
+		const found = out.workflows.find((w) => real(w.path) === want);
+		if (found) return found.name;
+		const broken = (out.errors ?? []).find((e) => real(e.path) === want);
+		if (broken) throw new Error(`${file} does not load: ${broken.error}`);
+		throw new Error(`${file} is not one of this project's workflows (they live in .pi/workflows/NAME.workflow.py or the global directory; \`pi-workflows workflows\` lists them)`);
+	}
+
 	// ---- the tool -------------------------------------------------------------------
 
 	pi.registerTool({
 		name: "workflow",
 		label: "Workflow",
 		description:
-			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `cancel` cancels `runId`, `answer` answers the checkpoint of waiting run `runId` with `answer`.",
+			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn).",
 		promptSnippet: "Start, inspect, cancel or answer durable pi-workflows runs",
 		promptGuidelines: [
 			"Use the workflow tool with action start to launch a workflow; it runs after your turn, so do not claim it has finished. If it fails to start you get one follow-up message: correct the cause, then call workflow start again.",
 		],
 		parameters: Type.Object({
-			action: StringEnum(["start", "status", "cancel", "answer"] as const),
+			action: StringEnum(["start", "status", "list", "cancel", "answer", "resume"] as const),
 			workflow: Type.Optional(Type.String({ description: "start: the workflow name" })),
 			task: Type.Optional(Type.String({ description: "start: the task; becomes the input {\"task\": ...}" })),
 			inputJson: Type.Optional(Type.String({ description: "start: the input as JSON text, instead of task" })),
-			runId: Type.Optional(Type.String({ description: "status, cancel, answer: the run id" })),
-			answer: Type.Optional(Type.String({ description: "answer: the answer text" })),
+			runId: Type.Optional(Type.String({ description: "status, cancel, answer, resume: the run id" })),
+			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON" })),
+			offset: Type.Optional(Type.Integer({ minimum: 0, description: "list: runs to skip (default 0)" })),
+			limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: "list: runs to show (default 20)" })),
 		}),
 		async execute(_toolCallId, params, _signal, _onUpdate, ctx) {
 			bind(ctx);
@@ -451,9 +667,17 @@ export default function (pi: ExtensionAPI) {
 					const { text: t, run } = await status(params.runId);
 					return text(t, { action: "status", run });
 				}
+				case "list": {
+					const { text: t, runs } = await list(params.offset ?? 0, params.limit ?? 20);
+					return text(t, { action: "list", runIds: runs.map((r) => r.runId) });
+				}
 				case "cancel": {
-					if (!params.runId) throw new Error("action cancel needs `runId`");
-					return text(await cancel(params.runId), { action: "cancel", runId: params.runId });
+					const runId = params.runId ?? (await sessionRun()).runId;
+					return text(await cancel(runId), { action: "cancel", runId });
+				}
+				case "resume": {
+					if (!params.runId) throw new Error("action resume needs `runId`");
+					return text(await resume(params.runId), { action: "resume", runId: params.runId });
 				}
 				case "answer": {
 					if (!params.runId || params.answer === undefined) throw new Error("action answer needs `runId` and `answer`");
@@ -467,10 +691,28 @@ export default function (pi: ExtensionAPI) {
 	// ---- the command ---------------------------------------------------------------
 
 	const USAGE =
-		"/workflow [NAME TASK... | status [RUN] | cancel RUN | answer RUN TEXT... | resume RUN | watch RUN | chat RUN]";
+		"/workflow [NAME TASK... | NAME --input-json JSON | PATH | status [RUN] | cancel [RUN] | answer RUN TEXT|JSON | resume RUN | watch RUN | chat RUN]";
 
 	pi.registerCommand("workflow", {
 		description: "List, start, follow and answer pi-workflows runs of this session",
+		getArgumentCompletions: async (prefix: string) => {
+			const space = prefix.indexOf(" ");
+			const items: { value: string; label: string; description?: string }[] = [];
+			if (space < 0) {
+				if (!names || Date.now() - names.at > NAMES_TTL_MS) await workflows().catch(() => undefined);
+				for (const v of VERBS) if (v.startsWith(prefix)) items.push({ value: `${v} `, label: v, description: "subcommand" });
+				for (const n of names?.list ?? []) if (n.startsWith(prefix)) items.push({ value: `${n} `, label: n, description: "workflow" });
+			} else {
+				const verb = prefix.slice(0, space);
+				const part = prefix.slice(space + 1);
+				if (!RUN_VERBS.has(verb) || part.includes(" ") || !cwd) return null;
+				const out = parse<{ runs: RunInfo[] }>(await cli(["list", "--project", cwd, "--json", "--limit", "20"], cwd));
+				for (const r of out?.runs ?? [])
+					if (r.runId.startsWith(part) || r.runId.endsWith(part))
+						items.push({ value: `${verb} ${r.runId} `, label: r.runId, description: `${r.workflow} ${shownState(r)}` });
+			}
+			return items.length ? items : null;
+		},
 		handler: async (args, ctx) => {
 			bind(ctx);
 			const words = args.trim().split(/\s+/).filter(Boolean);
@@ -478,31 +720,38 @@ export default function (pi: ExtensionAPI) {
 			const say = (t: string, level: "info" | "warning" | "error" = "info") => ctx.ui.notify(t, level);
 			try {
 				if (!verb) {
-					const out = parse<{ workflows: { name: string; description?: string }[] }>(
-						await cli(["workflows", "--project", cwd, "--json"], cwd),
-					);
-					const names = (out?.workflows ?? []).map((w) => `${w.name}${w.description ? ` - ${w.description}` : ""}`);
-					say(names.length ? `Workflows:\n${names.join("\n")}` : `No workflows in ${cwd}. ${USAGE}`);
+					const out = await workflows();
+					const lines = out.workflows.map((w) => `${w.name}${w.description ? ` - ${w.description}` : ""}`);
+					const broken = (out.errors ?? []).map((e) => `${e.name} (${e.path}): ${e.error}`);
+					const parts = [];
+					if (lines.length) parts.push(`Workflows:\n${lines.join("\n")}`);
+					if (broken.length) parts.push(`Workflow files that do not load:\n${broken.join("\n")}`);
+					if (!lines.length) parts.push(`No workflows in ${cwd}. ${USAGE}`);
+					say(parts.join("\n"), broken.length ? "warning" : "info");
 				} else if (verb === "status" || verb === "watch") {
 					say((await status(rest[0])).text);
 					void poll();
-				} else if (verb === "cancel" && rest[0]) {
-					say(await cancel(rest[0]));
+				} else if (verb === "cancel") {
+					say(await cancel(rest[0] ?? (await sessionRun()).runId));
 				} else if (verb === "answer" && rest[0] && rest.length > 1) {
-					say(await answer(rest[0], rest.slice(1).join(" ")));
+					// The text after the run id as typed (JSON keeps its spaces).
+					const after = args.trim().slice(verb.length).trim().slice(rest[0].length).trim();
+					say(await answer(rest[0], after));
 				} else if (verb === "resume" && rest[0]) {
-					const result = await cli(["resume", rest[0], "--project", cwd, "--json"], cwd);
-					if (result.code !== 0) throw new Error(reason(result));
-					say(`Run ${rest[0]} will be resumed by the host.`);
-					following = rest[0];
-					epoch++;
-					void poll();
+					say(await resume(rest[0]));
 				} else if (verb === "chat" && rest[0]) {
 					say(`Continue that run's agent conversation in a terminal: pi-workflows chat ${rest[0]} --project ${cwd}`);
-				} else if (["status", "cancel", "answer", "resume", "watch", "chat"].includes(verb)) {
+				} else if (RUN_VERBS.has(verb)) {
 					say(USAGE, "warning");
 				} else {
-					const out = await start(verb, JSON.stringify(rest.length ? { task: rest.join(" ") } : {}));
+					const name = verb.includes("/") || verb.endsWith(".py") ? await nameAt(verb) : verb;
+					const after = args.trim().slice(verb.length).trim();
+					const flag = /^--input-json(=|\s+|$)/.exec(after);
+					const input = flag
+						? after.slice(flag[0].length).trim()
+						: JSON.stringify(rest.length ? { task: rest.join(" ") } : {});
+					if (flag && !input) throw new Error("--input-json needs the input as JSON text");
+					const out = await start(name, input);
 					say(`Workflow ${out.workflow} queued (run ${out.runId}).`);
 					atIdle();
 				}
@@ -529,6 +778,8 @@ export default function (pi: ExtensionAPI) {
 		closed = true;
 		if (idleTimer) clearTimeout(idleTimer);
 		if (pollTimer) clearTimeout(pollTimer);
+		if (watchTimer) clearTimeout(watchTimer);
+		if (widgetTimer) clearTimeout(widgetTimer);
 		// Close-to-park: the session runner parks the run and a running host takes it over.
 		// Should Pi die without this, the runner sees its stdin close and parks all the same.
 		activation?.kill("SIGTERM");
