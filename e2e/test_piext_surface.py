@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from .harness import REPO, Project, wait_for
+from .harness import Project, wait_for
 from .pi_env import PiRpc
 from .piext_kit import STEP_S, custom, extension_drill, steps, text_of, ui
 from .scripted_model import Text, ToolCalls, call
 from .sessions_kit import FLOW, query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _reports(pi: PiRpc) -> list[str]:
