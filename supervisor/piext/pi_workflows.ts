@@ -25,7 +25,6 @@ import { Type } from "typebox";
 const CUSTOM_TYPE = "pi-workflows";
 const UI_KEY = "pi-workflows";
 const POLL_MS = 1000; // progress poll while the session has an unfinished run (parked too)
-const PARKED_POLL_MS = 2000; // ... a parked run that no host is running for
 const WATCH_MS = 1000; // otherwise: a stat of the store's files, a poll only if they changed
 const WIDGET_KEEP_MS = Number(process.env.PI_WORKFLOWS_WIDGET_KEEP_MS) || 60_000; // a finished run's widget
 const NAMES_TTL_MS = 30_000; // argument completion: workflow names cached this long
@@ -297,6 +296,7 @@ export default function (pi: ExtensionAPI) {
 			// started, say) is looked at again rather than lost.
 			if (again) atIdle();
 			if (activation || following) void poll();
+			else watch();
 		}
 	}
 
@@ -427,18 +427,17 @@ export default function (pi: ExtensionAPI) {
 		show(ctx, run);
 		if (activation || (run && UNFINISHED.has(run.queueState))) {
 			if (run) following = run.runId;
-			const wait = run?.queueState === "parked" && !run.hostRunning && !activation ? PARKED_POLL_MS : POLL_MS;
 			pollTimer = setTimeout(() => {
 				pollTimer = undefined;
 				void poll();
-			}, wait);
+			}, POLL_MS);
 			return;
 		}
 		if (following) {
 			following = "";
 			atIdle(); // it just ended: its result goes into the conversation
 		}
-		if (result.code === 0 || storeFiles) watch();
+		watch();
 	}
 
 	/** Nothing unfinished: look at the store's files every second, poll only when they changed
