@@ -176,14 +176,17 @@ def session_file(pi: PiRpc) -> str:
 
 
 def activations(project: Project) -> list[psutil.Process]:
-    """The live ``pi-workflows activate`` processes of this project's home."""
+    """The live session runners of this project's home: ``pi-workflows activate``, and
+    ``resume --session`` (a reopened session resuming its parked run)."""
     home = project.env["PI_WORKFLOWS_HOME"]
     found = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
             if proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if "activate" in proc.cmdline() and proc.environ().get(
+            cmdline = proc.cmdline()
+            runner = "activate" in cmdline or ("resume" in cmdline and "--session" in cmdline)
+            if runner and proc.environ().get(
                     "PI_WORKFLOWS_HOME") == home:
                 found.append(proc)
     return found
