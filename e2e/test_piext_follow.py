@@ -86,7 +86,7 @@ def test_a_run_parked_while_the_window_is_open_is_followed_through_the_host_to_i
         assert pi.request({"type": "prompt", "message": "run flow"})["success"]
         wait_for(lambda: (project.root / "hold.started").exists(), STEP_S,
                  what="the held node", diag=pi.diagnose)
-        run = str([e for e in pi.events if e.get("type") == "tool_execution_end"][0]
+        run = str(next(e for e in pi.events if e.get("type") == "tool_execution_end")
                   ["result"]["details"]["runId"])
         [runner] = activations(project)
         runner.send_signal(signal.SIGTERM)  # the session runner parks the run; Pi stays open

@@ -60,7 +60,7 @@ def _killed_mid_run(drill: ExtensionDrill) -> tuple[str, str]:
     assert pi.request({"type": "prompt", "message": "run flow"})["success"]
     wait_for(lambda: _attempts(drill.project), STEP_S, what="the held node",
              diag=pi.diagnose)
-    run = str([e for e in pi.events if e.get("type") == "tool_execution_end"][0]
+    run = str(next(e for e in pi.events if e.get("type") == "tool_execution_end")
               ["result"]["details"]["runId"])
     [runner] = activations(drill.project)
     session = session_file(pi)
