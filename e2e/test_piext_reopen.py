@@ -7,6 +7,7 @@ a host started while the winner runs it, give exactly one runner (each node once
 from __future__ import annotations
 
 import json
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from .piext_kit import (
     steps,
     text_of,
 )
-from .scripted_model import Text, ToolCalls
+from .scripted_model import Text, ToolCalls, call
 from .sessions_kit import FLOW, query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
@@ -134,4 +135,37 @@ def test_two_reopened_pis_and_a_host_for_one_parked_run_give_one_runner(
         # The session's one watermark: the Pi that synced first reports it, once.
         wait_for(told, STEP_S, what="the result's report")
         assert len(told()) == 1, told()
+        drill.check()
+
+
+@pytest.mark.timeout(180)
+def test_the_tools_resume_runs_a_parked_run_in_this_session_after_the_turn_without_a_host(
+        project: Project, tmp_path: Path) -> None:
+    project.write_workflow("flow", FLOW)
+    parked: list[str] = []
+    script = steps(
+        ToolCalls(start("flow", task="hold")), Text("Queued."),
+        lambda _request: ToolCalls(call("workflow", {"action": "resume", "runId": parked[0]})),
+        Text("It resumes after this turn."),
+    )
+    with extension_drill(project, script, tmp_path / "pi") as drill:
+        pi = drill.open()
+        assert pi.request({"type": "prompt", "message": "run flow"})["success"]
+        wait_for(lambda: _attempts(project), STEP_S, what="the held node", diag=pi.diagnose)
+        run = str(next(e for e in pi.events if e.get("type") == "tool_execution_end")
+                  ["result"]["details"]["runId"])
+        [runner] = activations(project)
+        runner.send_signal(signal.SIGTERM)  # parked; this Pi stays open, no host runs
+        wait_for(lambda: _state(project, run) == "parked", STEP_S, what="the run parked")
+        wait_for(lambda: not alive(runner.pid), STEP_S, what="the session runner to exit")
+        parked.append(run)
+        assert pi.request({"type": "prompt", "message": "resume it"})["success"]
+        wait_for(lambda: len(_attempts(project)) == 2, STEP_S,
+                 what="this session to resume the held node", diag=pi.diagnose)
+        ends = [e for e in pi.events if e.get("type") == "tool_execution_end"]
+        assert not ends[-1]["isError"], ends[-1]
+        assert "resumes in this session at hold" in ends[-1]["result"]["content"][0]["text"]
+        project.release()
+        wait_for(lambda: _state(project, run) == "done", STEP_S, what="the run to complete")
+        assert _started_nodes(project, run) == Counter({"pick": 1, "hold": 2, "end": 1})
         drill.check()
