@@ -1,0 +1,72 @@
+"""The ``/workflow`` command's argument completion. RPC mode has no completion
+request, so this loads the extension with Pi's own TypeScript loader (``jiti``, from
+the pinned Pi's node_modules) into a stand-in of the extension API and asks
+``getArgumentCompletions`` directly; the completions come from the real
+``pi-workflows`` CLI on a real project."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .harness import Project
+from .piext_kit import BIN, extension_path
+from .sessions_kit import FLOW
+
+pytestmark = pytest.mark.slow  # real processes: node and the CLI
+
+REPO = Path(__file__).resolve().parents[1]
+ASK = """
+const { createJiti } = require(process.env.JITI);
+(async () => {
+  const mod = await createJiti(__filename).import(process.env.EXTENSION);
+  const on = {};
+  let command;
+  mod.default({ registerTool() {}, registerCommand(_n, c) { command = c; },
+                on(e, h) { on[e] = h; }, sendMessage() {} });
+  const ctx = { cwd: process.env.PROJECT, isIdle: () => false, hasPendingMessages: () => false,
+    sessionManager: { getSessionId: () => "complete-1", getBranch: () => [] },
+    ui: { setStatus() {}, setWidget() {}, notify() {} } };
+  await on.session_start({}, ctx);
+  const out = {};
+  for (const prefix of JSON.parse(process.env.PREFIXES))
+    out[prefix] = await command.getArgumentCompletions(prefix);
+  await on.session_shutdown({}, ctx);
+  process.stdout.write(JSON.stringify(out));
+  process.exit(0);
+})().catch((e) => { process.stderr.write(String(e)); process.exit(1); });
+"""
+
+
+@pytest.mark.timeout(120)
+def test_workflow_names_subcommands_and_run_ids_complete(project: Project,
+                                                         tmp_path: Path) -> None:
+    node = shutil.which("node")
+    jiti = REPO / "node_modules" / "jiti"
+    if node is None or not jiti.exists():
+        pytest.skip("node and the pinned Pi's node_modules are needed")
+    project.write_workflow("flow", FLOW)
+    waiting = project.cli("run", "flow", "ask", "--json", check=False)
+    assert waiting.returncode == 3, waiting.stderr
+    run = json.loads(waiting.stdout)["runId"]
+    script = tmp_path / "ask.cjs"
+    script.write_text(ASK)
+    env = {**project.env, "JITI": str(jiti), "EXTENSION": str(extension_path()),
+           "PROJECT": str(project.root), "PI_WORKFLOWS_BIN": str(BIN),
+           "PREFIXES": json.dumps(["", "fl", "st", f"answer {run[-8:]}", "nope"]),
+           "PATH": os.environ.get("PATH", "")}
+    out = subprocess.run([node, str(script)], env=env, cwd=project.root, capture_output=True,
+                         text=True, timeout=90)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    values = {prefix: [i["value"] for i in items or []] for prefix, items in found.items()}
+    assert "flow " in values[""] and "status " in values[""] and "answer " in values[""]
+    assert values["fl"] == ["flow "]
+    assert values["st"] == ["status "]
+    assert values[f"answer {run[-8:]}"] == [f"answer {run} "]
+    assert found["nope"] is None
