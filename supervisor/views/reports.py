@@ -16,7 +16,7 @@ from ...protocol.clock import now_ms
 from ...protocol.errors import UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
-from ...protocol.states import TERMINAL
+from ...protocol.states import TERMINAL, QueueState
 from ...protocol.store import Store, open_store
 from .holds import chat_hold, hold_text
 from .listing import check_state, select
@@ -35,7 +35,7 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
                 store, existing_row(store, run, paths), paths.runs_dir))
             if nodes:
                 info["nodes"] = node_states(paths.runs_dir, info["runId"])
-            if info["queueState"] == "parked":
+            if info["queueState"] == QueueState.PARKED:
                 info["hostRunning"] = host_running(store)  # as `sync` reports it
             return info
         if owner is not None:
@@ -47,7 +47,7 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
             if found is not None and mine is not None:
                 # Whether the session started it (its origin) or is only told about it.
                 found["sessionRole"] = "origin" if mine.origin_session == owner else "notify"
-                if found["queueState"] == "parked":
+                if found["queueState"] == QueueState.PARKED:
                     found["hostRunning"] = host_running(store)  # as `sync` reports it
             return {"session": owner, "run": found}
         # Unfinished runs, and runs that wait for an answer (done in the queue).
