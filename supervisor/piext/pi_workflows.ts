@@ -2,11 +2,13 @@
  * The pi-workflows Pi extension: a live Pi session as a client of the runner.
  *
  * Load it with `pi -e "$(pi-workflows pi-extension)"`. It adds the `workflow`
- * tool (the model starts, inspects, cancels and answers runs), the
- * `/workflow` command (the same for the person), activation of the session's
- * queued run at safe idle boundaries, exactly-once delivery of launch-failure
- * follow-ups, a catch-up message when the session opens, and a footer status
- * and widget while a run is active. It talks to the runner only through the
+ * tool (the model starts, lists, inspects, cancels, answers and resumes runs),
+ * the `/workflow` command (the same for the person, with argument
+ * completion), activation of the session's queued run at safe idle
+ * boundaries, exactly-once delivery of launch-failure follow-ups, a catch-up
+ * message when the session opens (and the resumption of the session's parked
+ * run when no host runs), and a footer status and per-node widget that follow
+ * the session's unfinished run from the store. It talks to the runner only through the
  * `pi-workflows` CLI with `--json` (PI_WORKFLOWS_BIN, else `pi-workflows` on
  * PATH), never through a shell, with Pi's session id as `--session` and the
  * session's working directory as `--project`. The Python side owns every
