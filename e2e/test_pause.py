@@ -80,3 +80,27 @@ def test_a_paused_run_survives_the_host_and_resume_completes_it_once(project: Pr
     types = [e["type"] for e in project.events(run_id)]
     assert types.index("run_paused") < types.index("run_resumed") < types.index("run_completed")
     assert project.state(run_id)["status"] == "completed"
+
+
+@pytest.mark.timeout(150)
+def test_a_pause_request_outlives_a_kill_9_of_the_worker(project: Project) -> None:
+    project.write_workflow("paused", FLOW)
+    project.start_host()
+    run_id = project.detach("paused")
+    wait_for(lambda: project.lines("a.started"), what="node a to start")
+    worker = next(p["pid"] for p in project.state_processes(run_id) if p["role"] == "worker")
+    project.cli("pause", run_id, "--no-wait")
+    os.kill(worker, signal.SIGKILL)  # before it reached a boundary
+    # The host starts the run again; its new worker holds at the first boundary,
+    # before node a's interrupted attempt runs again.
+    wait_for(lambda: project.row(run_id).error_code == "paused"
+             and project.row(run_id).state == "parked", 60, what="the run to hold",
+             diag=lambda: project.diagnose([run_id]))
+    assert len(project.lines("a.started")) == 1 and not project.lines("b.ran")
+    assert [e["type"] for e in project.events(run_id)][-1] == "run_paused"
+    project.release()
+    project.cli("resume", run_id)
+    wait_for(lambda: project.row(run_id).state == "done", 30, what="the resumed run",
+             diag=lambda: project.diagnose([run_id]))
+    assert len(project.lines("a.started")) == 2  # the interrupted attempt, then this one
+    assert len(project.lines("b.ran")) == len(project.lines("c.ran")) == 1
