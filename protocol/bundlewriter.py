@@ -21,13 +21,13 @@ from .atomic import append_line, fsync_dir, write_atomic, write_json_atomic
 from .bundle import BUNDLE_SCHEMA, Bundle, BundleCorrupt, BundleExists, BundleMissing, scan_trace
 from .clock import Clock, now_ms
 from .diskfull import is_disk_full
-from .fence import CancelPending, ClaimVerifier, RunLock, bundle_lock, fenced
+from .fence import CancelPending, ClaimVerifier, PausePending, RunLock, bundle_lock, fenced
 from .jsonenc import compact_json
 from .paths import ensure_private_dir
 from .record import record
 from .runstate import RunState
 from .statelog import COMPACT_FROM_BYTES, delta_line, fold_prefix
-from .states import SETTLED_STATUSES
+from .states import SETTLED_STATUSES, pause_pending
 
 # (top-level changes, {"outputs"/"results": {node id: new entry}}) of one transition.
 StateDelta = tuple[Mapping[str, Any], Mapping[str, Mapping[str, Any]]]
@@ -72,6 +72,10 @@ class BundleWriter:
         # sees a cancel request: the engine's gate, so that a run asked to
         # cancel never starts another node nor ends waiting or completed.
         self.cancel_gate: frozenset[str] = frozenset()
+        # Likewise for a pause request (the row's ``paused`` code): the events
+        # that would start the next node, so a pause asked for before a
+        # boundary holds there even before the worker's next renewal.
+        self.pause_gate: frozenset[str] = frozenset()
         # The last write that did not fit for want of space (the engine asks after
         # each node attempt: a write made from inside a node may have been swallowed).
         self.disk_full: OSError | None = None
@@ -270,6 +274,9 @@ class BundleWriter:
         with self._fence() as verified:
             if event_type in self.cancel_gate and getattr(verified, "cancel_requested", False):
                 raise CancelPending(f"run {self.bundle.run_id}: a cancel was requested")
+            if event_type in self.pause_gate and pause_pending(
+                    str(getattr(verified, "state", "")), getattr(verified, "error_code", None)):
+                raise PausePending(f"run {self.bundle.run_id}: a pause was requested")
             seq = self.seq + 1
             event: dict[str, Any] = {"seq": seq, "at": self.clock(), "type": event_type,
                                      "runId": self.bundle.run_id}

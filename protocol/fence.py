@@ -44,6 +44,12 @@ class CancelPending(PiWorkflowsError):
     code = "cancel_pending"
 
 
+class PausePending(PiWorkflowsError):
+    """A node was about to start on a run asked to pause: it holds at this boundary."""
+
+    code = "pause_pending"
+
+
 class ClaimVerifier(Protocol):
     def verify(self, run_id: str, token: str) -> object: ...
 

@@ -85,6 +85,26 @@ TRANSITIONS: frozenset[tuple[QueueState, QueueState]] = frozenset({
 })
 
 
+# A paused run (``pi-workflows pause``) is no state of its own: the row keeps
+# its state and carries this error code. On a queued or parked row it holds
+# the run (no runner claims it: ``claim_next`` skips a row with a code); on a
+# starting or running row it asks the owner to park the run, paused, at its
+# next node boundary. So the transition table stays seed 002's, the store's
+# layout stays v1, and a claim that changes hands keeps the request.
+PAUSED_CODE = "paused"
+PAUSED = "paused"  # the one word a person is shown for such a run
+
+
+def is_paused(queue_state: str, error_code: str | None) -> bool:
+    """The run is held by ``pause`` (not merely asked to pause)."""
+    return error_code == PAUSED_CODE and queue_state in UNOWNED
+
+
+def pause_pending(queue_state: str, error_code: str | None) -> bool:
+    """A pause was asked for and the run's owner has not reached a boundary yet."""
+    return error_code == PAUSED_CODE and queue_state in CLAIMED
+
+
 def sql_list(states: frozenset[QueueState] | tuple[QueueState, ...]) -> str:
     """``('a', 'b')`` for SQL, in declaration order, so queries never spell a state."""
     return "(" + ", ".join(f"'{s.value}'" for s in QueueState if s in states) + ")"
@@ -164,8 +184,13 @@ def seen_status(queue_state: str, status: str | None, cancel_requested: bool) ->
     return status
 
 
-def display_state(queue_state: str, status: str | None) -> str:
-    """One word (or ``queue/status`` when the two tell different things) for a person."""
+def display_state(queue_state: str, status: str | None, error_code: str | None = None) -> str:
+    """One word (or ``queue/status`` when the two tell different things) for a person.
+
+    A paused run reads ``paused`` whatever its row and bundle say.
+    """
+    if is_paused(queue_state, error_code):
+        return PAUSED
     if status is None or status == queue_state or queue_state == Q.DONE:
         return status or queue_state
     return f"{queue_state}/{status}"

@@ -2,7 +2,8 @@
 
 Owns the thread-safe flags for park, cancel and pause. Signal handlers and
 lease renewal set them; the engine reads them at node boundaries and while a
-node runs. Imports nothing from the package.
+node runs (pause only at a boundary: the engine then returns, paused, and the
+queue holds the run). Imports nothing from the package.
 """
 
 from __future__ import annotations
@@ -34,12 +35,6 @@ class Control:
 
     def request_unpause(self) -> None:
         self._set("pause_requested", False)
-
-    def wait_while_paused(self) -> None:
-        """Block while paused, until unpaused, parked or cancelled."""
-        with self._changed:
-            self._changed.wait_for(
-                lambda: not self.pause_requested or self.park_requested or self.cancel_requested)
 
     def wait(self, timeout: float) -> None:
         """Sleep up to ``timeout`` seconds, waking early on any request."""

@@ -32,10 +32,17 @@ from ..protocol.definitions.graph import (
 from ..protocol.definitions.routing import RoutingError, next_node, routes_failures
 from ..protocol.definitions.values import OutputError, check_output
 from ..protocol.errors import PiWorkflowsError
-from ..protocol.fence import CancelPending
+from ..protocol.fence import CancelPending, PausePending
 from ..protocol.limits import safe_error_message
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
-from ..protocol.states import END_EVENT, SETTLED_STATUSES, Outcome, QueueState, RunStatus
+from ..protocol.states import (
+    END_EVENT,
+    PAUSED_CODE,
+    SETTLED_STATUSES,
+    Outcome,
+    QueueState,
+    RunStatus,
+)
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
@@ -44,8 +51,10 @@ from .steps import run_step
 from .stream import OutputStreams
 
 OnNode = Callable[[str], None]
-# What ``run`` returns when it stops without settling the bundle.
+# What ``run`` returns when it stops without settling the bundle: parked
+# (a drain, a lost claim), or held at a boundary by ``pause``.
 PARKED = QueueState.PARKED
+PAUSED = PAUSED_CODE
 # What a requested cancel forbids: starting a node, and ending any way but cancelled.
 CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed",
                          "run_timed_out"})
@@ -98,6 +107,7 @@ class Engine:
         # The store's cancel flag is read by the fence of every write; these
         # events are refused once it is set (the run is cancelled instead).
         writer.cancel_gate = CANCEL_GATE
+        writer.pause_gate = frozenset({"node_started"})
         self._write_lock = threading.Lock()
 
     # ---- writing ------------------------------------------------------
@@ -224,10 +234,12 @@ class Engine:
                 continue
             if self.control.park_requested:
                 return PARKED
-            if self.control.pause_requested:
-                self._pause()
-                continue
             node_id = self.state["currentNode"]
+            if self.control.pause_requested and node_id is not None:
+                # A boundary: the node before has ended (its result is kept) and
+                # the next has not started. With no node left, the run just ends.
+                self._transition("run_paused", {"at": node_id}, {"paused": True})
+                return PAUSED
             try:
                 if node_id is None:
                     self._finish_pending()
@@ -237,12 +249,9 @@ class Engine:
                 # Asked for since the last renewal: it wins at this boundary at
                 # the latest, so no further node starts and nothing completes.
                 self.control.request_cancel()
-
-    def _pause(self) -> None:
-        self._transition("run_paused", {"at": self.state.get("currentNode")}, {"paused": True})
-        self.control.wait_while_paused()
-        if not self.control.park_requested and not self.control.cancel_requested:
-            self._transition("run_resumed", {"boundary": False}, {"paused": False})
+            except PausePending:
+                # Likewise a pause: the next node does not start.
+                self.control.request_pause()
 
     def _end(self, event_type: str, error: ErrorInfo | None = None,
              output: Any = None) -> None:

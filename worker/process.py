@@ -153,6 +153,11 @@ def _renew(settings: WorkerConfig, claim: Claim, control: Control,
                 return
             if renewal.cancel_requested:
                 control.request_cancel()
+            # Both ways: `resume` before the boundary withdraws the request.
+            if renewal.pause_requested:
+                control.request_pause()
+            else:
+                control.request_unpause()
     finally:
         if store is not None:
             store.close()

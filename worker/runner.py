@@ -22,11 +22,11 @@ from ..protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, 
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.settle import settle_bundle
-from ..protocol.states import QueueState, RunStatus, queue_state_for
+from ..protocol.states import PAUSED_CODE, QueueState, RunStatus, queue_state_for
 from ..protocol.store import Claim, QueueRow, Store
 from .agent import AgentExecutor, warm_up
 from .control import Control
-from .engine import PARKED, Engine, ResumeRefused, SourceChanged
+from .engine import PARKED, PAUSED, Engine, ResumeRefused, SourceChanged
 
 Q = QueueState
 EngineHook = Callable[[Engine], None]
@@ -53,6 +53,11 @@ def settle_queue(store: Store, claim: Claim, state: QueueState, outcome: str,
     status, or ``parked`` when the run stopped without settling.
     """
     run_id = claim.run_id
+    if outcome == PAUSED:
+        # Held for a person: parked with the pause's code, which no runner takes.
+        _running(store, claim, state)
+        store.park(run_id, claim.token, code=PAUSED_CODE, message="paused by request")
+        return RunOutcome(run_id, PARKED, PAUSED_CODE)
     if outcome == PARKED:
         _running(store, claim, state)
         store.park(run_id, claim.token)
@@ -184,6 +189,10 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
     engine = Engine(loaded.workflow, writer, store, project_dir=project_dir, control=control,
                     agent=agent, notifier=store, session_id=row.notify_session,
                     park_grace_s=park_grace_s)
+    if row.error_code == PAUSED_CODE:
+        # Asked for before this claim (a worker killed after the request, a
+        # takeover): the request is the row's, so it holds at the first boundary.
+        engine.control.request_pause()
     if engine_hook is not None:
         engine_hook(engine)
     if agent is not None and any(n.kind == "agent" for n in loaded.workflow.nodes.values()):
@@ -193,8 +202,11 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
         return stopped
     state = claim.state
     if state == Q.STARTING:
-        if store.mark_running(claim.run_id, claim.token).cancel_requested:
+        running = store.mark_running(claim.run_id, claim.token)
+        if running.cancel_requested:
             engine.control.request_cancel()  # cancel asked for while it was starting
+        if running.error_code == PAUSED_CODE:
+            engine.control.request_pause()
         state = Q.RUNNING
     try:
         outcome = engine.run()

@@ -21,6 +21,7 @@ from ..limits import validate_key, validate_run_id
 from ..states import (
     ACTIVE,
     CLAIMED,
+    PAUSED_CODE,
     UNOWNED,
     QueueState,
     check_transfer,
@@ -55,7 +56,12 @@ class ClaimOps(StoreBase):
         if row.state in UNOWNED:
             check_transition(row.run_id, row.state, Q.STARTING)
             new_state, kind = Q.STARTING, Q.STARTING.value
-            sets, where, params = ", error_code = NULL, error_message = NULL", "", ()
+            # A pause survives the claim (chat's hold of a paused run, say): whoever
+            # ends up running it parks it again at its first boundary.
+            sets, where, params = (
+                ", error_code = CASE WHEN error_code = ? THEN error_code END,"
+                " error_message = CASE WHEN error_code = ? THEN error_message END",
+                "", (PAUSED_CODE, PAUSED_CODE))
         else:
             check_transfer(row.run_id, row.state)
             new_state, kind = Q(row.state), "claim_taken_over"
@@ -65,8 +71,9 @@ class ClaimOps(StoreBase):
             "UPDATE workflow_run_queue SET state = ?, runner_id = ?, claim_token = ?,"
             " lease_expires_at = ?, updated_at = ?" + sets + " WHERE run_id = ? AND state = ?"
             " AND claim_token IS ?" + where,
-            (new_state, runner_id, token, lease, now, row.run_id, row.state, row.claim_token,
-             *params),
+            (new_state, runner_id, token, lease, now, *(params if row.state in UNOWNED else ()),
+             row.run_id, row.state, row.claim_token,
+             *(() if row.state in UNOWNED else params)),
         )
         if changed != 1:
             raise TransitionRefused(f"run {row.run_id} changed while it was being claimed")
@@ -75,16 +82,23 @@ class ClaimOps(StoreBase):
         return Claim(row.run_id, runner_id, token, lease, new_state, row.state)
 
     def claim_by_id(self, run_id: str, runner_id: str, *, session: str | None = None,
-                    gone: Gone | None = None) -> Claim:
+                    gone: Gone | None = None, paused_ok: bool = False) -> Claim:
         """Claim one named run: queued/parked, or a starting/running one whose holder
         is gone (``gone``, the caller's proof) or that this process watched make no
-        progress for a lease (see ``_may_take``)."""
+        progress for a lease (see ``_may_take``).
+
+        A paused run is refused (``run_paused``: ``resume`` lifts the pause
+        first) unless ``paused_ok``: a holder that runs nothing (chat).
+        """
         validate_run_id(run_id)
         validate_key(runner_id, "runner id")
         now = self._now()
         try:
             with self._db.transaction() as tx:
                 row = load_row(tx, run_id)
+                if row.error_code == PAUSED_CODE and row.state in UNOWNED and not paused_ok:
+                    raise TransitionRefused(f"run {run_id} is paused; `pi-workflows resume"
+                                            f" {run_id}` continues it", code="run_paused")
                 if row.origin_session is not None and session not in (None, row.origin_session) \
                         and row.state in (Q.QUEUED, Q.STARTING):
                     raise TransitionRefused(
@@ -158,6 +172,8 @@ class ClaimOps(StoreBase):
             stalled = self._stalled(tx, keep)
             taken = f"run_id IN ({', '.join('?' * len(stalled))})" if stalled else "0"
             expired_params = (*stalled, *(params if session else ()))
+            # A queued row carries an error code only when it is paused.
+            own = f"{own} AND error_code IS NULL"
             eligible = (
                 f"((state = '{Q.QUEUED}' AND {own}) OR (state = '{Q.PARKED}' AND {parked_own})"
                 f" OR (state IN {_CLAIMED} AND {taken} AND {expired}))"
@@ -204,7 +220,7 @@ class ClaimOps(StoreBase):
                           " AND claim_token = ? AND lease_expires_at IS ?",
                           (lease, run_id, token, row.lease_expires_at)) != 1:
                 raise ClaimLost(f"the claim on run {run_id} is no longer held")
-            return Renewal(lease, row.cancel_requested)
+            return Renewal(lease, row.cancel_requested, row.error_code == PAUSED_CODE)
 
     def rotate(self, run_id: str, token: str) -> Claim:
         """The same claim under a new token: a worker the holder lost track of,

@@ -21,7 +21,9 @@ from ..limits import (
 )
 from ..states import (
     CLAIMED,
+    PAUSED_CODE,
     TERMINAL,
+    UNOWNED,
     QueueState,
     check_transition,
     sql_list,
@@ -231,7 +233,9 @@ class QueueOps(StoreBase):
 
     def finish(self, run_id: str, token: str, run_status: str | None = None) -> QueueRow:
         """``running -> done``; the feed records how the bundle ended (completed or waiting)."""
+        # A pause asked for after the last boundary has nothing left to hold.
         return self._move(run_id, token, Q.DONE,
+                          sets=", error_code = NULL, error_message = NULL",
                           payload=None if run_status is None else {"runStatus": run_status})
 
     def fail(self, run_id: str, token: str, code: str, message: str) -> QueueRow:
@@ -277,6 +281,56 @@ class QueueOps(StoreBase):
                           (now, run_id, Q.PARKED)) != 1:
                 raise TransitionRefused(f"run {run_id} is not parked")
             self._event(tx, run_id, "unblocked", now, {})
+            return load_row(tx, run_id)
+
+    def request_pause(self, run_id: str) -> QueueRow:
+        """Pause a run: a queued or parked one at once, a claimed one at its next boundary.
+
+        One compare-and-set on the row's state, claim and error code (see
+        ``states.PAUSED_CODE``): the state never changes here. Asking again
+        is a no-op; a parked run blocked for another reason, or one that
+        ended, is refused.
+        """
+        validate_run_id(run_id)
+        now = self._now()
+        with self._db.transaction() as tx:
+            row = load_row(tx, run_id)
+            if row.error_code == PAUSED_CODE and row.state not in TERMINAL:
+                return row
+            if row.state in TERMINAL:
+                raise TransitionRefused(f"run {run_id} is {row.state}; only a queued, parked or"
+                                        " running run can be paused", code="run_settled")
+            if row.error_code is not None:
+                raise TransitionRefused(f"run {run_id} is {row.state} and blocked"
+                                        f" ({row.error_code}); nothing runs it until that is"
+                                        " resolved", code="run_blocked")
+            held = row.state in UNOWNED
+            if tx.execute("UPDATE workflow_run_queue SET error_code = ?, error_message = ?,"
+                          " updated_at = ? WHERE run_id = ? AND state = ? AND claim_token IS ?"
+                          " AND error_code IS NULL",
+                          (PAUSED_CODE, "paused by request" if held else "pause requested",
+                           now, run_id, row.state, row.claim_token)) != 1:
+                raise TransitionRefused(f"run {run_id} changed concurrently; pause refused")
+            self._event(tx, run_id, "paused" if held else "pause_requested", now,
+                        {"state": row.state})
+            return load_row(tx, run_id)
+
+    def unpause(self, run_id: str) -> QueueRow:
+        """Lift a pause (``resume``): a held run is free for runners again, a pending
+        request is withdrawn. One compare-and-set; refused if the run is not paused."""
+        validate_run_id(run_id)
+        now = self._now()
+        with self._db.transaction() as tx:
+            row = load_row(tx, run_id)
+            if row.error_code != PAUSED_CODE or row.state in TERMINAL:
+                raise TransitionRefused(f"run {run_id} is {row.state}, not paused",
+                                        code="not_paused")
+            if tx.execute("UPDATE workflow_run_queue SET error_code = NULL, error_message = NULL,"
+                          " updated_at = ? WHERE run_id = ? AND state = ? AND claim_token IS ?"
+                          " AND error_code = ?",
+                          (now, run_id, row.state, row.claim_token, PAUSED_CODE)) != 1:
+                raise TransitionRefused(f"run {run_id} changed concurrently; resume refused")
+            self._event(tx, run_id, "unpaused", now, {"state": row.state})
             return load_row(tx, run_id)
 
     def close_wait(self, run_id: str) -> QueueRow:

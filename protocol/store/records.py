@@ -109,6 +109,7 @@ class Gone:
 class Renewal:
     lease_expires_at: int
     cancel_requested: bool
+    pause_requested: bool = False  # ``pause``: park, paused, at the next boundary
 
 
 @record(frozen=True)

@@ -104,6 +104,8 @@ def _claim(store: Store, paths: Paths, session: str,
     try:
         return store.claim_by_id(row.run_id, runner.runner_id, session=session, gone=gone)
     except (TransitionRefused, ConflictError) as exc:
+        if exc.code == "run_paused":
+            return _nothing(exc.message)
         if row.state in CLAIMED or exc.code == "claimed_elsewhere":
             return _nothing(f"run {row.run_id} of session {session} is already {row.state}"
                             f" elsewhere; `{cli(paths.project, 'watch', row.run_id)}` follows"

@@ -60,7 +60,7 @@ def held_for_chat(store: Store, row: QueueRow, renew_s: float,
     store.register_runner(runner_id, "session", os.getpid(), process_start_time(), host_name())
     try:
         try:
-            claim = store.claim_by_id(row.run_id, runner_id)
+            claim = store.claim_by_id(row.run_id, runner_id, paused_ok=True)
         except (TransitionRefused, ConflictError) as exc:
             raise _refusal(store, row.run_id, str(exc)) from None
         stop = threading.Event()

@@ -34,6 +34,7 @@ from ...protocol.states import (
     UNOWNED,
     QueueState,
     exit_code,
+    is_paused,
     seen_status,
 )
 from ...protocol.store import Claim, Store
@@ -165,6 +166,8 @@ class SessionRunner:
             # A session's reservation: no host starts it, its session does.
             start = cli(self.paths.project, "activate", "--session", row.origin_session)
             self.echo(f"queued: `{start}` starts it")
+        elif is_paused(row.state, row.error_code):
+            self.echo(f"paused: `{cli(self.paths.project, 'resume', run_id)}` continues it")
         elif row.state in UNOWNED:
             poke(self.paths.state_dir)
             self.echo(f"{row.state}: `{cli(self.paths.project, 'host')}` resumes it;"

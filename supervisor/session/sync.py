@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.record import record
-from ...protocol.states import CLAIMED, UNSUCCESSFUL_STATUSES, QueueState, RunStatus
+from ...protocol.states import (
+    CLAIMED,
+    PAUSED,
+    UNSUCCESSFUL_STATUSES,
+    QueueState,
+    RunStatus,
+    is_paused,
+)
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
 from ..views.status import host_running, run_status
 
@@ -81,6 +88,8 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[s
         kind = S.WAITING if status == S.WAITING else S.COMPLETED
     elif row.state == Q.FAILED:
         kind = S.TIMED_OUT if status == S.TIMED_OUT else S.FAILED
+    elif is_paused(row.state, row.error_code):
+        kind = PAUSED  # held by `pause`: nothing runs it until `resume`
     else:
         kind = row.state
     info["change"] = kind
@@ -94,6 +103,8 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[s
         info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT... --session {session}"
     if kind == Q.PARKED:
         info["hostRunning"] = hosted
+    if kind == PAUSED:
+        info["resumeCommand"] = f"pi-workflows resume {row.run_id}"
     return info
 
 
@@ -169,6 +180,9 @@ def run_line(info: dict[str, Any]) -> str:
         who = ("a running host resumes it" if info.get("hostRunning")
                else "no host is running: start `pi-workflows host --background` to resume it")
         return head + f"parked at {node}{why}; {who}"
+    if kind == PAUSED:
+        return head + (f"paused before {node}" if node else "paused") + (
+            f"; `{info.get('resumeCommand')}` continues it")
     if kind in CLAIMED:
         return head + kind + (f" at {node}" if node else "")
     return head + kind  # queued: waits for `activate` (a session's) or a host

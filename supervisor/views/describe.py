@@ -144,6 +144,8 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         end = info["chain"][-1]
         return [f"  answered: the chain goes on as {end['runId']} ({end['state']});"
                 f" `{cli(project, 'status', end['runId'])}`"]
+    if info.get("paused"):
+        return _paused(info, project)
     if queue in CLAIMED:
         return _running(info, project)
     if queue == QueueState.QUEUED:
@@ -185,10 +187,22 @@ def _running(info: dict[str, Any], project: Path | None) -> list[str]:
     run_id = info["runId"]
     if info.get("cancelRequested"):
         head = "  cancel requested: the step in progress is being stopped"
+    elif info.get("pauseRequested"):
+        head = ("  pause requested: the step in progress finishes, then the run holds"
+                + (f" (now at {info['currentNode']})" if info.get("currentNode") else ""))
     else:
         where = f" at {info['currentNode']}" if info.get("currentNode") else ""
         head = f"  {info['queueState']}{where}"  # starting or running
     return [head, f"  follow it: {cli(project, 'watch', run_id)}"]
+
+
+def _paused(info: dict[str, Any], project: Path | None) -> list[str]:
+    run_id = info["runId"]
+    where = f" before {info['currentNode']}" if info.get("currentNode") else ""
+    return [f"  paused{where}: no runner takes it until it is resumed",
+            f"  continue it: {cli(project, 'resume', run_id)}"
+            f" (or here: {cli(project, 'resume', run_id, '--here')})",
+            f"  or end it: {cli(project, 'cancel', run_id)}"]
 
 
 def _queued(row: QueueRow, project: Path | None) -> list[str]:

@@ -77,6 +77,8 @@ def describe(event: dict[str, Any]) -> str:
                 f" carried from it: {carried}")
     if kind == "run_started" and p.get("parentRunId"):
         return f"{head} run_started: continues {p['parentRunId']} at {p.get('startAt')}"
+    if kind == "run_paused":
+        return f"{head} paused before {p.get('at')} (`pi-workflows resume` continues it)"
     if kind == "run_resumed" and p.get("boundary"):
         return f"{head} resumed at {p.get('resumePoint')}"
     return f"{head} {kind}" + (f" {node}" if node else "")

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.errors import UsageError
-from ...protocol.states import CLAIMED, QUEUE_STATES, RunStatus
+from ...protocol.states import CLAIMED, PAUSED, QUEUE_STATES, RunStatus
 from ...protocol.store import Store
 from .status import error_text, fork_links, run_status, shown_state, where_text
 from .timefmt import ago, duration
 
 ANSWERED = "answered"
 STATE_WORDS: tuple[str, ...] = tuple(dict.fromkeys(
-    [*QUEUE_STATES, *RunStatus, ANSWERED]))
+    [*QUEUE_STATES, *RunStatus, PAUSED, ANSWERED]))
 # Bounds of --limit and --offset: far past any listing a person reads, and
 # well inside SQLite's 64-bit integers (a larger value is a usage error).
 MAX_LIMIT = 1_000_000

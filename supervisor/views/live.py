@@ -99,6 +99,7 @@ class LiveView:
         self.told: set[str] = set()  # notify messages already printed
         self.fork_start = False  # the next resume boundary is a fork starting, not a recovery
         self.answered = False  # its wait already has a continuation
+        self.paused = False  # the last thing the run did was `run_paused`
         self._drawn = 0.0
 
     # ---- the RunView protocol -----------------------------------------
@@ -211,6 +212,15 @@ class LiveView:
             self._print(Text(f"  {node_id}: {p.get('message', '')}"))
         elif kind == "run_resumed" and p.get("boundary") and self.fork_start:
             self.fork_start = False  # a host taking up the fork: nothing was interrupted
+        elif kind == "run_paused":
+            self.paused = True
+            self.current = None
+            self._print(Text(f"  paused before {p.get('at')}: no step starts until"
+                             f" `pi-workflows resume {self.run_id}`", style="yellow"))
+        elif kind == "run_resumed" and p.get("boundary") and self.paused:
+            self.paused = False
+            self._print(Text(f"  resumed at {p.get('resumePoint')} after a pause",
+                             style="yellow"))
         elif kind == "run_resumed" and p.get("boundary"):
             self._print(Text(f"  resumed at {p.get('resumePoint')} after an interruption;"
                              " steps that finished are not run again", style="yellow"))

@@ -16,7 +16,16 @@ from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.liveness import is_same_process
-from ...protocol.states import CLAIMED, QueueState, RunStatus, display_state, seen_status
+from ...protocol.states import (
+    CLAIMED,
+    PAUSED_CODE,
+    QueueState,
+    RunStatus,
+    display_state,
+    is_paused,
+    pause_pending,
+    seen_status,
+)
 from ...protocol.store import QueueRow, Store
 from .timefmt import ago, duration
 
@@ -34,6 +43,10 @@ def run_status(row: QueueRow, runs_dir: Path,
         "createdAt": row.created_at, "updatedAt": row.updated_at,
         "startedAt": row.started_at, "finishedAt": row.finished_at,
         "cancelRequested": row.cancel_requested,
+        # `pause`: held (no runner takes it until `resume`), or asked to hold at
+        # the next node boundary.
+        "paused": is_paused(row.state, row.error_code),
+        "pauseRequested": pause_pending(row.state, row.error_code),
         "forkedFrom": row.forked_from, "forkNode": row.fork_node, "forks": list(forks or []),
     }
     bundle = Bundle(runs_dir, row.run_id)
@@ -118,7 +131,8 @@ def shown_state(info: dict[str, Any]) -> str:
     """The one word ``status`` and ``list`` print: ``answered`` once a continuation exists."""
     if info.get("continuedBy"):
         return "answered"
-    return display_state(info["queueState"], info["runStatus"])
+    return display_state(info["queueState"], info["runStatus"],
+                         PAUSED_CODE if info.get("paused") else None)
 
 
 def took_text(info: dict[str, Any], now_ms: int) -> str:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from ...protocol.bundle import Bundle
 from ...protocol.errors import ExitCode, NotADirectory
-from ...protocol.states import SETTLED_STATUSES, TERMINAL, UNOWNED, exit_code, seen_status
+from ...protocol.states import (
+    SETTLED_STATUSES,
+    TERMINAL,
+    UNOWNED,
+    exit_code,
+    is_paused,
+    seen_status,
+)
 from ...protocol.store import Store
 from .follower import TraceFollower, ended_without_bundle
 from .nextcmd import chain_end
@@ -67,6 +74,13 @@ def watch(store: Store, runs_dir: Path, run_id: str, *, echo: Callable[[str], No
                 shown.say("cancelled while it waited")
             code = exit_code(row.state, seen)
             return ExitCode.RUN_FAILED if code is None else code
+        if is_paused(row.state, row.error_code):
+            # Held for a person: no runner moves it, so watching longer shows
+            # nothing. It ends like a parked `run` (exit 4), with the way on.
+            shown.show(follower)
+            shown.end(follower, row)
+            shown.say(f"paused; `{cli(project, 'resume', run_id)}` continues it")
+            return ExitCode.PARKED
         if row.state in UNOWNED and said != row.state:
             reason = f" [{row.error_code}] {row.error_message}" if row.error_code else ""
             shown.say(f"{row.state}{reason}; waiting for a runner (is"

@@ -407,27 +407,27 @@ def test_cancel_mid_node_ends_the_run_cancelled(h: Harness) -> None:
     assert (h.row(run_id).state, h.row(run_id).error_code) == ("cancelled", "cancelled")
 
 
-def test_pause_between_nodes_then_unpause(h: Harness) -> None:
+def test_pause_between_nodes_holds_the_run_until_it_is_resumed(h: Harness) -> None:
     GATES.update(in_node=threading.Event(), go=threading.Event())
     h.write("waiter", WAITER.replace("ctx.cancel.wait(30)", 'h.GATES["go"].wait(30)'))
     run_id = h.launch("waiter")
 
-    def pause_then_unpause(control: Control) -> None:
+    def pause(control: Control) -> None:
         control.request_pause()  # taken at the next node boundary
         GATES["go"].set()
-        wait_for(lambda: h.bundle(run_id).raw_state().get("paused"), 20, what="the pause",
-                 interval=0.005)
-        control.request_unpause()
 
-    out = _with_control_when_running(h, run_id, pause_then_unpause)
-    assert out.outcome == "completed"
+    out = _with_control_when_running(h, run_id, pause)
+    assert (out.outcome, out.error_code) == ("parked", "paused")
     events = assert_well_formed(h.bundle(run_id))
     kinds = types_of(events)
-    assert kinds.index("run_paused") == kinds.index("node_finished") + 1
-    paused = events[kinds.index("run_paused")]
-    resumed = events[kinds.index("run_resumed")]
-    assert paused["payload"] == {"at": "after"}
-    assert resumed["payload"] == {"boundary": False}
+    assert kinds[-1] == "run_paused" and kinds.index("run_paused") == kinds.index(
+        "node_finished") + 1
+    assert events[-1]["payload"] == {"at": "after"}
+    h.store.unpause(run_id)
+    assert h.execute(run_id).outcome == "completed"
+    events = assert_well_formed(h.bundle(run_id))
+    resumed = events[types_of(events).index("run_resumed")]
+    assert resumed["payload"]["boundary"] is True and resumed["payload"]["resumePoint"] == "after"
     assert h.state(run_id)["paused"] is False
 
 

@@ -18,7 +18,7 @@ import typer
 
 from ....protocol.errors import UsageError
 from ....protocol.settle import repin_source
-from ....protocol.states import QueueState
+from ....protocol.states import CLAIMED, PAUSED_CODE, TERMINAL, QueueState
 from ...session.actions import wake_host
 from ...session.runner import session_runner
 from ...views.holds import chat_hold, hold_text
@@ -53,7 +53,11 @@ def resume_command(
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
-    """Resume a parked run (a host picks it up), or accept its changed workflow file.
+    """Resume a paused or parked run (a host picks it up), or accept its changed workflow file.
+
+    A paused run (`pi-workflows pause`) continues at the node it was paused
+    before; a run asked to pause that has not reached its boundary yet has
+    the request withdrawn.
 
     With --here (or --session, as that session) the run continues in this
     terminal at once, shown live like `run`, with `run`'s exit codes.
@@ -69,10 +73,19 @@ def resume_command(
         if hold is not None:
             raise UsageError(f"run {run} waits: it is {hold_text(hold)}; it resumes when that"
                              " chat ends (leave Pi there)", code="held")
-        if row.state != QueueState.PARKED:
-            raise UsageError(f"run {run} is {row.state}; only a parked run can be resumed",
-                             code="not_parked")
-        if row.error_code == "source_changed":
+        paused = row.error_code == PAUSED_CODE and row.state not in TERMINAL
+        if paused and row.state in CLAIMED:
+            # Asked to pause, not there yet: the request is withdrawn, it goes on.
+            row = store.unpause(run)
+            _said(as_json, {"runId": run, "state": row.state, "forced": False},
+                  f"{run}: pause withdrawn; it goes on running")
+            return
+        if row.state != QueueState.PARKED and not paused:
+            raise UsageError(f"run {run} is {row.state}; only a paused or parked run can be"
+                             " resumed", code="not_parked")
+        if paused:
+            row = store.unpause(run)  # the host (or --here, below) takes it from here
+        elif row.error_code == "source_changed":
             if not force:
                 raise UsageError(
                     f"run {run} waits because its workflow file changed since it started;"
@@ -96,10 +109,23 @@ def resume_command(
                 emit_json(run_status(found, paths.runs_dir) if found else {"runId": run})
             raise typer.Exit(code)
         wake_host(store, paths)
+    queued = row.state == QueueState.QUEUED
+    if queued and row.origin_session is not None:
+        # A session's reservation: its session starts it, not a host.
+        _said(as_json, {"runId": run, "state": row.state, "forced": force},
+              f"{run}: resumed; `pi-workflows activate --session {row.origin_session}`"
+              " starts it")
+        return
+    _said(as_json, {"runId": run, "state": row.state, "forced": force},
+          f"{run}: {'resumed, ' if paused else ''}{row.state} and ready; a running host"
+          f" {'starts' if queued else 'resumes'} it")
+
+
+def _said(as_json: bool, data: dict[str, object], line: str) -> None:
     if as_json:
-        emit_json({"runId": run, "state": row.state, "forced": force})
+        emit_json(data)
     else:
-        typer.echo(f"{run}: parked and ready; a running host resumes it")
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

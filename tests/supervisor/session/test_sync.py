@@ -81,3 +81,26 @@ def test_a_large_final_output_is_bounded(tmp_path: Path) -> None:
     value, cut = sync._bounded({"text": "x" * 10_000})
     assert cut and isinstance(value, str) and len(value) <= sync.MAX_OUTPUT_CHARS + 1
     assert sync._bounded({"ok": True}) == ({"ok": True}, False)
+
+
+def test_a_paused_run_is_a_change_of_its_own_with_its_resume_command(
+        store: Store, tmp_path: Path) -> None:
+    store.enqueue_detached("r1", SOURCE, {})
+    claim = store.claim_by_id("r1", "me")
+    store.mark_running("r1", claim.token)
+    def seen() -> sync.Snapshot:
+        snapshot = sync.take(store, tmp_path, "s1")
+        sync.delivered(store, snapshot)  # shown, so the next sync starts after it
+        return snapshot
+
+    seen()  # caught up while it runs
+    store.request_pause("r1")
+    asked = seen()
+    assert asked.runs[0]["change"] == "running" and asked.runs[0]["pauseRequested"] is True
+    store.park("r1", claim.token, code="paused", message="paused by request")
+    held = seen()
+    assert held.runs[0]["change"] == "paused"
+    assert held.runs[0]["resumeCommand"] == "pi-workflows resume r1"
+    assert sync.lines(held)[0] == "r1  flow  paused; `pi-workflows resume r1` continues it"
+    store.unpause("r1")
+    assert seen().runs[0]["change"] == "parked"
