@@ -57,5 +57,5 @@ def test_resume_here_refuses_a_run_that_is_not_parked(project: Project) -> None:
     project.write_workflow("flow", FLOW)
     run_id = project.detach("flow")  # queued for a host that is not running
     out = project.cli("resume", run_id, "--here", check=False)
-    assert out.returncode == 2 and "only a parked run can be resumed" in out.stderr
+    assert out.returncode == 2 and "only a paused or parked run can be resumed" in out.stderr
     assert project.row(run_id).state == "queued"
