@@ -84,7 +84,9 @@ def test_reopened_without_a_host_the_session_resumes_its_parked_run_and_it_compl
         # It resumes at the interrupted node, in a session runner of this Pi.
         wait_for(lambda: len(_attempts(project)) == 2, STEP_S,
                  what="the reopened session to resume the held node", diag=reopened.diagnose)
-        [runner] = activations(project)
+        # The loser's `resume` may still be on its way out: wait until one runner is left.
+        runner = wait_for(lambda: (lambda found: found[0] if len(found) == 1 else None)(
+            activations(project)), STEP_S, what="one session runner")
         assert "resume" in runner.cmdline() and run in runner.cmdline()
         [report] = wait_for(lambda: _reports(reopened), STEP_S, what="the catch-up")
         assert f"run {run} (flow) is parked at hold" in report, report
@@ -120,7 +122,9 @@ def test_two_reopened_pis_and_a_host_for_one_parked_run_give_one_runner(
         # the winner runs it: the host must not take it too.
         wait_for(lambda: statuses(first) and statuses(second), STEP_S, what="both footers")
         project.start_host()
-        [runner] = activations(project)
+        # The loser's `resume` may still be on its way out: wait until one runner is left.
+        runner = wait_for(lambda: (lambda found: found[0] if len(found) == 1 else None)(
+            activations(project)), STEP_S, what="one session runner")
         assert "resume" in runner.cmdline()
         project.release()
         wait_for(lambda: _state(project, run) == "done", STEP_S, what="the run to complete")

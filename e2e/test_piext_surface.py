@@ -3,7 +3,8 @@ workflow list shows broken files with their error, ``/workflow NAME --input-json
 a JSON answer reaches the workflow as JSON (the shipped review example publishes on
 ``{"approved": true}``), a finished run's widget stays a while with one glyph line
 per node, ``/workflow PATH`` starts the workflow at that path, and the tool's
-``list`` (paged) and ``cancel`` without a run id (the session's unfinished run)."""
+``list`` (paged), ``pause`` and ``cancel`` without a run id (the session's unfinished
+run): the paused run finishes its node, holds, and is then cancelled."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def test_the_extension_surface_list_json_answer_widget_path_and_tool_actions(
     project.start_host()
     script = steps(
         ToolCalls(call("workflow", {"action": "list", "limit": 2})), Text("Listed."),
+        ToolCalls(call("workflow", {"action": "pause"})), Text("Paused."),
         ToolCalls(call("workflow", {"action": "cancel"})), Text("Cancelled."),
     )
     with extension_drill(project, script, tmp_path / "pi") as drill:
@@ -107,11 +109,26 @@ def test_the_extension_surface_list_json_answer_widget_path_and_tool_actions(
         assert len(listed["result"]["details"]["runIds"]) == 2
         assert "more: offset 2" in listed["result"]["content"][0]["text"]
         pi.read_until("agent_end", STEP_S)
-        assert pi.request({"type": "prompt", "message": "cancel it"})["success"]
-        cancelled = _tool_end(pi, 2)
-        assert not cancelled["isError"], cancelled
         [flow] = [r["run_id"] for r in query(
             project, "SELECT run_id FROM workflow_run_queue WHERE workflow = 'flow'")]
+        # pause without a run id: the held step finishes, then the run holds before `end`.
+        assert pi.request({"type": "prompt", "message": "pause it"})["success"]
+        paused = _tool_end(pi, 2)
+        assert not paused["isError"], paused
+        assert paused["result"]["details"] == {"action": "pause", "runId": flow}
+        assert "pause requested" in paused["result"]["content"][0]["text"], paused
+        pi.read_until("agent_end", STEP_S)
+        project.release()
+        wait_for(lambda: (lambda r: r["state"] == "parked" and r["error_code"] == "paused")(
+            query(project, "SELECT state, error_code FROM workflow_run_queue WHERE run_id = ?",
+                  (flow,))[0]), STEP_S, what="the run paused", diag=pi.diagnose)
+        kinds = [e["type"] for e in project.events(flow)]
+        assert "run_paused" in kinds, kinds
+        assert not any(e["type"] == "node_started" and e.get("nodeId") == "end"
+                       for e in project.events(flow))
+        assert pi.request({"type": "prompt", "message": "cancel it"})["success"]
+        cancelled = _tool_end(pi, 3)
+        assert not cancelled["isError"], cancelled
         assert cancelled["result"]["details"]["runId"] == flow
         wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
                                (flow,))[0]["state"] == "cancelled", STEP_S, what="cancelled")

@@ -36,7 +36,7 @@ const SEEN_WAIT_MS = 5000; // how long a sent follow-up may take to reach the se
 const MAX_ARG_BYTES = 100_000; // larger inputs go through a private file
 const ACTIVE = new Set(["queued", "starting", "running"]);
 const UNFINISHED = new Set(["queued", "starting", "running", "parked"]);
-const VERBS = ["status", "cancel", "answer", "resume", "watch", "chat"];
+const VERBS = ["status", "cancel", "pause", "answer", "resume", "watch", "chat"];
 const RUN_VERBS = new Set(VERBS);
 const REPORTED = new Set(["completed", "waiting", "failed", "timed_out", "cancelled", "parked"]);
 
@@ -552,6 +552,19 @@ export default function (pi: ExtensionAPI) {
 		return out.stopped ? `Run ${out.runId} is ${out.state}.` : `Run ${out.runId}: cancel requested.`;
 	}
 
+	/** Pause RUN at its next node boundary (`pi-workflows pause`); `resume` continues it. */
+	async function pause(runId: string): Promise<string> {
+		// --no-wait: the step in progress may run for minutes; the footer follows the pause.
+		const result = await cli(["pause", runId, "--project", cwd, "--json", "--no-wait"], cwd);
+		const out = parse<{ runId: string; paused: boolean; pauseRequested: boolean; runStatus?: string | null }>(result);
+		if (!out) throw new Error(reason(result));
+		void poll();
+		if (out.paused) return `Run ${out.runId} is paused; resume it with \`/workflow resume ${out.runId}\`.`;
+		if (out.pauseRequested)
+			return `Run ${out.runId}: pause requested; the step in progress finishes, then the run holds until \`/workflow resume ${out.runId}\`.`;
+		return `Run ${out.runId} ended (${out.runStatus ?? "settled"}) before the pause took effect.`;
+	}
+
 	async function answer(runId: string, text: string): Promise<string> {
 		const result = await cli(session(["answer", runId, "--input-json", answerJson(text)]), cwd);
 		const out = parse<{ runId: string; workflow: string }>(result);
@@ -566,7 +579,7 @@ export default function (pi: ExtensionAPI) {
 	/** This session's unfinished run, for `cancel` without a run id. */
 	async function sessionRun(): Promise<RunInfo> {
 		const { run } = await status();
-		if (!run || !UNFINISHED.has(run.queueState)) throw new Error("This session has no unfinished run to cancel.");
+		if (!run || !UNFINISHED.has(run.queueState)) throw new Error("This session has no unfinished run.");
 		return run;
 	}
 
@@ -634,13 +647,13 @@ export default function (pi: ExtensionAPI) {
 		name: "workflow",
 		label: "Workflow",
 		description:
-			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn).",
+			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `pause` holds `runId` (default: this session's unfinished run) at its next node boundary until `resume`, `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn).",
 		promptSnippet: "Start, inspect, cancel or answer durable pi-workflows runs",
 		promptGuidelines: [
 			"Use the workflow tool with action start to launch a workflow; it runs after your turn, so do not claim it has finished. If it fails to start you get one follow-up message: correct the cause, then call workflow start again.",
 		],
 		parameters: Type.Object({
-			action: StringEnum(["start", "status", "list", "cancel", "answer", "resume"] as const),
+			action: StringEnum(["start", "status", "list", "cancel", "pause", "answer", "resume"] as const),
 			workflow: Type.Optional(Type.String({ description: "start: the workflow name" })),
 			task: Type.Optional(Type.String({ description: "start: the task; becomes the input {\"task\": ...}" })),
 			inputJson: Type.Optional(Type.String({ description: "start: the input as JSON text, instead of task" })),
@@ -676,6 +689,10 @@ export default function (pi: ExtensionAPI) {
 					const runId = params.runId ?? (await sessionRun()).runId;
 					return text(await cancel(runId), { action: "cancel", runId });
 				}
+				case "pause": {
+					const runId = params.runId ?? (await sessionRun()).runId;
+					return text(await pause(runId), { action: "pause", runId });
+				}
 				case "resume": {
 					if (!params.runId) throw new Error("action resume needs `runId`");
 					return text(await resume(params.runId), { action: "resume", runId: params.runId });
@@ -692,7 +709,7 @@ export default function (pi: ExtensionAPI) {
 	// ---- the command ---------------------------------------------------------------
 
 	const USAGE =
-		"/workflow [NAME TASK... | NAME --input-json JSON | PATH | status [RUN] | cancel [RUN] | answer RUN TEXT|JSON | resume RUN | watch RUN | chat RUN]";
+		"/workflow [NAME TASK... | NAME --input-json JSON | PATH | status [RUN] | cancel [RUN] | pause [RUN] | answer RUN TEXT|JSON | resume RUN | watch RUN | chat RUN]";
 
 	pi.registerCommand("workflow", {
 		description: "List, start, follow and answer pi-workflows runs of this session",
@@ -734,6 +751,8 @@ export default function (pi: ExtensionAPI) {
 					void poll();
 				} else if (verb === "cancel") {
 					say(await cancel(rest[0] ?? (await sessionRun()).runId));
+				} else if (verb === "pause") {
+					say(await pause(rest[0] ?? (await sessionRun()).runId));
 				} else if (verb === "answer" && rest[0] && rest.length > 1) {
 					// The text after the run id as typed (JSON keeps its spaces).
 					const after = args.trim().slice(verb.length).trim().slice(rest[0].length).trim();
