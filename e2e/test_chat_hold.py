@@ -8,11 +8,13 @@ until the test lets it go. The run's own steps use the real Pi and the scripted 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -20,6 +22,7 @@ import pytest
 
 from .agents_kit import (
     STEP_S,
+    Brain,
     Terminal,
     Turn,
     gone,
@@ -50,10 +53,9 @@ exit 0
 """
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("ending", ["leaves", "killed"])
-def test_a_host_does_not_resume_a_run_while_chat_holds_it(project: Project, tmp_path: Path,
-                                                          ending: str) -> None:
+@contextlib.contextmanager
+def _parked_in_its_second_step(project: Project, tmp_path: Path) -> Iterator[tuple[Brain, str]]:
+    """A run of TWO that a host's drain parked while its second agent step streamed."""
     project.write_workflow("two", TWO)
     stall = Stall("Thinking")
 
@@ -70,6 +72,14 @@ def test_a_host_does_not_resume_a_run_while_chat_holds_it(project: Project, tmp_
         stall.wait_reached(STEP_S)
         project.stop_host(host)  # the drain parks it in its second step
         wait_queue(project, run_id, "parked", brain=brain)
+        yield brain, run_id
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("ending", ["leaves", "killed"])
+def test_a_host_does_not_resume_a_run_while_chat_holds_it(project: Project, tmp_path: Path,
+                                                          ending: str) -> None:
+    with _parked_in_its_second_step(project, tmp_path) as (brain, run_id):
         assert session_file(project, run_id).is_file()
 
         marker, release = tmp_path / "chat-pi.txt", tmp_path / "release"
@@ -133,22 +143,7 @@ def test_a_real_chat_on_a_terminal_holds_the_run_until_the_terminal_closes(
         project: Project, tmp_path: Path) -> None:
     """The real interactive Pi on a pty: the host waits while it is open; closing the
     terminal (SIGHUP to chat and Pi) ends the chat, gives the run back, and it resumes."""
-    project.write_workflow("two", TWO)
-    stall = Stall("Thinking")
-
-    def decide(turn: Turn) -> Reply | None:
-        if turn.index != 0:
-            return None
-        if turn.node == "second" and turn.n == 1:
-            return stall
-        return ToolCalls(submit(turn.attempt, {"node": turn.node}))
-
-    with use_brain(project, tmp_path, decide) as brain:
-        host = project.start_host()
-        run_id = project.detach("two")
-        stall.wait_reached(STEP_S)
-        project.stop_host(host)
-        wait_queue(project, run_id, "parked", brain=brain)
+    with _parked_in_its_second_step(project, tmp_path) as (brain, run_id):
 
         term = Terminal(project, "chat", run_id)
         try:
