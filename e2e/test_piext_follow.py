@@ -75,6 +75,19 @@ def _latest(pi: PiRpc, needle: str) -> Callable[[str], bool]:
     return lambda s: needle in s and s == statuses(pi)[-1]
 
 
+def _release_then_reported_once(pi: PiRpc, project: Project, run: str,
+                                lags: list[float]) -> None:
+    """Release the held node: the footer shows the run completed (its lag is kept) and
+    its report comes once, however many polls follow."""
+    project.release()
+    lags.append(_lag(pi, lambda: _state(project, run) == "done",
+                     _latest(pi, "completed"), "the footer to show completed"))
+    wait_for(lambda: any(f"run {run} (flow) completed" in r for r in _reports(pi)),
+             STEP_S, what="the report", diag=pi.diagnose)
+    time.sleep(2.5)  # a few more polls: the report must not come again
+    assert sum(f"run {run} (flow) completed" in r for r in _reports(pi)) == 1
+
+
 @pytest.mark.timeout(180)
 def test_a_run_parked_while_the_window_is_open_is_followed_through_the_host_to_its_end(
         project: Project, tmp_path: Path) -> None:
@@ -97,13 +110,7 @@ def test_a_run_parked_while_the_window_is_open_is_followed_through_the_host_to_i
                  STEP_S, what="the host to resume the held node")
         lags.append(_lag(pi, lambda: _state(project, run) == "running",
                          _latest(pi, "running at hold"), "the footer to show the host's run"))
-        project.release()
-        lags.append(_lag(pi, lambda: _state(project, run) == "done",
-                         _latest(pi, "completed"), "the footer to show completed"))
-        wait_for(lambda: any(f"run {run} (flow) completed" in r for r in _reports(pi)),
-                 STEP_S, what="the report", diag=pi.diagnose)
-        time.sleep(2.5)  # a few more polls: the report must not come again
-        assert sum(f"run {run} (flow) completed" in r for r in _reports(pi)) == 1
+        _release_then_reported_once(pi, project, run, lags)
         assert len(drill.model.completions) == 2  # quiet: no model turn for any of it
         drill.check()
     print(f"follow lags (s): {[round(x, 2) for x in lags]}")
@@ -129,13 +136,7 @@ def test_a_run_that_run_session_starts_elsewhere_is_followed_from_the_store(
                            what="the run elsewhere")
             lags.append(_lag(pi, lambda: (project.root / "hold.started").exists(),
                              _latest(pi, "running at hold"), "the footer to show the run"))
-            project.release()
-            lags.append(_lag(pi, lambda: _state(project, run) == "done",
-                             _latest(pi, "completed"), "the footer to show completed"))
-            wait_for(lambda: any(f"run {run} (flow) completed" in r for r in _reports(pi)),
-                     STEP_S, what="the report", diag=pi.diagnose)
-            time.sleep(2.5)  # a few more polls: the report must not come again
-            assert sum(f"run {run} (flow) completed" in r for r in _reports(pi)) == 1
+            _release_then_reported_once(pi, project, run, lags)
             assert len(drill.model.completions) == 1
             drill.check()
         finally:
