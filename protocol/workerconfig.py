@@ -37,6 +37,9 @@ class WorkerConfig:
     pi_bin: str | None = None
     pi_agent_dir: str | None = None
     agent_reminders: int = 2
+    # In-session agent steps: the Pi extension's conversation socket, set only
+    # by a session runner that Pi spawned (protocol.conversation); None: headless.
+    conversation: str | None = None
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, paths: Paths,
@@ -63,4 +66,5 @@ class WorkerConfig:
                    int(data["busy_timeout_ms"]), str(data["sqlite_synchronous"]),
                    str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]),
                    tuple(str(a) for a in data.get("pi_args", ())), data.get("pi_bin"),
-                   data.get("pi_agent_dir"), int(data.get("agent_reminders", 2)))
+                   data.get("pi_agent_dir"), int(data.get("agent_reminders", 2)),
+                   data.get("conversation"))

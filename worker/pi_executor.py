@@ -15,13 +15,12 @@ exiting, or a provider error, fails the node with a safe message. Imports
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,11 @@ from .agent import AgentHooks, AgentRequest, AgentResult
 from .bridge_server import BridgeServer
 from .capture import Capture
 from .pi_rpc import PiOptions, PiProcess
+from .submission import REMINDER, Submission
 
 ABORT_WAIT_S = 5.0
 RETRY_GRACE_S = 0.5
 POLL_S = 0.05
-REMINDER = ("You ended your turn without an accepted submission for workflow step {step}"
-            " (attempt {attempt}). Finish the step and call the `workflow` tool with action"
-            " `submit`, step `{step}`, attempt `{attempt}` and your result as `output`.")
 
 
 @dataclass(frozen=True)
@@ -77,49 +74,6 @@ class _Spawner:
 
     def close(self) -> None:
         self._jobs.put(None)
-
-
-def tolerant(value: Any) -> Any:
-    """A submitted output: JSON sent as a string is the JSON it holds."""
-    if isinstance(value, str):
-        text = value.strip()
-        if text[:1] in ("{", "[", '"') or text in ("true", "false", "null"):
-            with contextlib.suppress(ValueError):
-                return json.loads(text)
-    return value
-
-
-@dataclass
-class _Step:
-    """The node attempt in progress: what the bridge may accept for it."""
-
-    request: AgentRequest
-    hooks: AgentHooks
-    accepted: bool = False
-    output: Any = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def verdict(self, call: dict[str, Any]) -> tuple[bool, str]:
-        step, attempt = self.request.node_id, self.request.attempt_id
-        if call.get("step") != step or call.get("attempt") != attempt:
-            return False, (f"this call names step {call.get('step')!r} attempt"
-                           f" {call.get('attempt')!r}, but the step in progress is {step!r}"
-                           f" attempt {attempt!r}; call again with those")
-        action = call.get("action")
-        if action == "update":
-            self.hooks.update(str(call.get("update") or ""))
-            return True, "Progress recorded; carry on with the step."
-        if action != "submit":
-            return False, "action must be submit or update"
-        with self.lock:
-            if self.accepted:
-                return True, "The step was already accepted."
-            output = tolerant(call.get("output"))
-            reason = self.hooks.check(output)
-            if reason:
-                return False, f"Submission rejected: {reason}. Fix the result and submit again."
-            self.accepted, self.output = True, output
-        return True, "Accepted: the step is complete."
 
 
 class PiExecutor:
@@ -189,7 +143,7 @@ class PiExecutor:
             pi, bridge = self._ensure()
         except PiUnavailable as exc:
             return AgentResult(Outcome.FAILED, error_code="agent_unavailable", error=str(exc))
-        step = _Step(request, hooks)
+        step = Submission(request, hooks)
         bridge.set_handler(step.verdict)
         try:
             message = request.prompt

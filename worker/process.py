@@ -49,7 +49,7 @@ from .runner import execute_claim, fail_unwritable
 from .stream import OutputStreams
 
 if TYPE_CHECKING:  # Pi support is imported with the first agent run, not at boot
-    from .agent import AgentHooks, AgentRequest, AgentResult
+    from .agent import AgentExecutor, AgentHooks, AgentRequest, AgentResult
     from .pi_executor import PiExecutor
 
 PR_SET_PDEATHSIG = 1
@@ -316,9 +316,9 @@ def pi_executor(settings: WorkerConfig, paths: Paths, store: Store,
 class _LazyAgent:
     """The agent executor, built (and Pi support imported) by the first agent node."""
 
-    def __init__(self, make: Callable[[], PiExecutor]) -> None:
+    def __init__(self, make: Callable[[], AgentExecutor]) -> None:
         self._make = make
-        self._agent: PiExecutor | None = None
+        self._agent: AgentExecutor | None = None
 
     def run(self, request: AgentRequest, hooks: AgentHooks,
             stop: threading.Event) -> AgentResult:
@@ -329,11 +329,30 @@ class _LazyAgent:
     def warm(self) -> None:
         if self._agent is None:
             self._agent = self._make()
-        self._agent.warm()
+        warm = getattr(self._agent, "warm", None)
+        if callable(warm):
+            warm()
 
     def close(self) -> None:
-        if self._agent is not None:
-            self._agent.close()
+        close = getattr(self._agent, "close", None)
+        if callable(close):
+            close()
+
+
+def agent_executor(settings: WorkerConfig, paths: Paths, store: Store, claim: Claim,
+                   control: Control) -> AgentExecutor:
+    """In the session's own conversation when a Pi session runs this run, else headless."""
+    if settings.conversation is None:
+        return pi_executor(settings, paths, store, claim)
+    from .conversation import SessionExecutor
+
+    row = store.get(claim.run_id)
+    return SessionExecutor(settings.conversation, run_id=claim.run_id,
+                           workflow=None if row is None else row.workflow,
+                           session=None if row is None else row.origin_session,
+                           reminders=settings.agent_reminders,
+                           headless=lambda: pi_executor(settings, paths, store, claim),
+                           park=control.request_park)
 
 
 def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,
@@ -354,7 +373,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         engine.on_node = lambda node: set_title(worker_title(key, args.run, f"node={node}"))
         engine.output = streams
 
-    agent = _LazyAgent(lambda: pi_executor(settings, paths, store, claim))
+    agent = _LazyAgent(lambda: agent_executor(settings, paths, store, claim, control))
     try:
         writer = BundleWriter(Bundle(paths.runs_dir, claim.run_id), store, claim.token,
                               fsync=settings.fsync)

@@ -71,10 +71,12 @@ class _Hooks:
             if self.live:
                 self.host.note(event_type, payload, self.ctx.node_id, self.ctx.attempt_id)
 
-    def prompt_sent(self, prompt: str) -> None:
+    def prompt_sent(self, prompt: str, via: str = "headless") -> None:
         # The bundle keeps a digest, not the prompt: prompts may carry private input.
+        # ``via`` records where the conversation happens: a headless Pi or the session.
         digest = hashlib.sha256(prompt.encode()).hexdigest()
-        self._note("agent_prompt_sent", {"promptSha256": digest, "chars": len(prompt)})
+        self._note("agent_prompt_sent", {"promptSha256": digest, "chars": len(prompt),
+                                         "via": via})
 
     def update(self, message: str) -> None:
         self._note("update_published", {"message": safe_error_message(message)[:500]})

@@ -23,6 +23,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { Type } from "typebox";
+import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversation.ts";
 
 const CUSTOM_TYPE = "pi-workflows";
 const UI_KEY = "pi-workflows";
@@ -187,6 +188,15 @@ function widgetLines(run: RunInfo): string[] {
 	return lines;
 }
 
+/** Whether a turn ended because the user stopped it (Escape, or RPC abort). */
+function aborted(messages: unknown[]): boolean {
+	for (let i = messages.length - 1; i >= 0; i--) {
+		const m = messages[i] as { role?: string; stopReason?: string };
+		if (m?.role === "assistant") return m.stopReason === "aborted";
+	}
+	return false;
+}
+
 /** An answer as the runner's JSON: text that parses as an object, array, boolean or number is JSON; anything else is a string. */
 function answerJson(text: string): string {
 	const trimmed = text.trim();
@@ -220,6 +230,21 @@ export default function (pi: ExtensionAPI) {
 	let nothingFor = ""; // a run `activate` had nothing to do for: not asked again
 	let following = ""; // the run the footer follows while it is active
 	let catchUpDue = false; // session_start: the next delivery is the catch-up
+
+	// In-session agent steps: the runner this Pi spawns connects here, and its agent
+	// steps happen in this conversation (conversation.ts; docs/pi-extension.md).
+	const conversation = new ConversationServer({
+		sessionId: () => sessionId,
+		deliver: (d: Delivery) => {
+			// A steer while the agent streams, else a turn of its own; shown to the user
+			// as the step message it is.
+			pi.sendMessage(
+				{ customType: CUSTOM_TYPE, content: d.message, display: true, details: { kind: d.kind, runId: d.runId, step: d.step, attempt: d.attempt } },
+				{ triggerTurn: true, deliverAs: "steer" },
+			);
+		},
+		changed: () => void poll(),
+	});
 
 	const session = (args: string[]) => [...args, "--session", sessionId, "--project", cwd, "--json"];
 	const idle = (ctx: ExtensionContext) => ctx.isIdle() && !ctx.hasPendingMessages();
@@ -364,8 +389,12 @@ export default function (pi: ExtensionAPI) {
 
 	/** The session runner as a child: its own group, stdin a pipe from this Pi (the lifeline). */
 	function spawnRunner(args: string[], exited: (code: number | null) => void): void {
+		const env = { ...process.env };
+		if (conversation.address) env[CONVERSATION_ENV] = conversation.address;
+		else delete env[CONVERSATION_ENV];
 		const child = spawn(binary(), args, {
 			cwd,
+			env,
 			detached: true, // its own group: only our SIGTERM or the closed pipe parks it
 			stdio: ["pipe", "ignore", "ignore"],
 		});
@@ -484,7 +513,8 @@ export default function (pi: ExtensionAPI) {
 		const state = shownState(run);
 		const node = run.currentNode ?? run.waitingOn;
 		const time = elapsed(run);
-		ctx.ui.setStatus(UI_KEY, `workflow ${run.workflow}: ${state}${node ? ` at ${node}` : ""}${time ? ` (${time})` : ""}`);
+		const held = conversation.current?.held && conversation.current.runId === run.runId ? " held: /workflow resume delivers the step again" : "";
+		ctx.ui.setStatus(UI_KEY, `workflow ${run.workflow}: ${state}${node ? ` at ${node}` : ""}${time ? ` (${time})` : ""}${held}`);
 		if (widgetTimer) clearTimeout(widgetTimer);
 		widgetTimer = undefined;
 		if (UNFINISHED.has(run.queueState)) {
@@ -647,13 +677,14 @@ export default function (pi: ExtensionAPI) {
 		name: "workflow",
 		label: "Workflow",
 		description:
-			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `pause` holds `runId` (default: this session's unfinished run) at its next node boundary until `resume`, `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn).",
+			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `pause` holds `runId` (default: this session's unfinished run) at its next node boundary until `resume`, `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn). When a workflow step message of this session's run arrives in the conversation, do the step and hand in its result with action `submit` (`step`, `attempt` and `output` as the message says); `update` reports progress with a short `update` text.",
 		promptSnippet: "Start, inspect, cancel or answer durable pi-workflows runs",
 		promptGuidelines: [
 			"Use the workflow tool with action start to launch a workflow; it runs after your turn, so do not claim it has finished. If it fails to start you get one follow-up message: correct the cause, then call workflow start again.",
+			"When a pi-workflows step message arrives, do that step and call the workflow tool with action submit, its step and attempt, and your result as output; if the submission is rejected, read the reason, fix the result and submit again.",
 		],
 		parameters: Type.Object({
-			action: StringEnum(["start", "status", "list", "cancel", "pause", "answer", "resume"] as const),
+			action: StringEnum(["start", "status", "list", "cancel", "pause", "answer", "resume", "submit", "update"] as const),
 			workflow: Type.Optional(Type.String({ description: "start: the workflow name" })),
 			task: Type.Optional(Type.String({ description: "start: the task; becomes the input {\"task\": ...}" })),
 			inputJson: Type.Optional(Type.String({ description: "start: the input as JSON text, instead of task" })),
@@ -661,6 +692,10 @@ export default function (pi: ExtensionAPI) {
 			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON" })),
 			offset: Type.Optional(Type.Integer({ minimum: 0, description: "list: runs to skip (default 0)" })),
 			limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: "list: runs to show (default 20)" })),
+			step: Type.Optional(Type.String({ description: "submit, update: the step id from the step message" })),
+			attempt: Type.Optional(Type.String({ description: "submit, update: the attempt id from the step message" })),
+			output: Type.Optional(Type.Unknown({ description: "submit: the step's result (JSON)" })),
+			update: Type.Optional(Type.String({ description: "update: a short progress message" })),
 		}),
 		async execute(_toolCallId, params, _signal, _onUpdate, ctx) {
 			bind(ctx);
@@ -696,6 +731,24 @@ export default function (pi: ExtensionAPI) {
 				case "resume": {
 					if (!params.runId) throw new Error("action resume needs `runId`");
 					return text(await resume(params.runId), { action: "resume", runId: params.runId });
+				}
+				case "submit":
+				case "update": {
+					// Judged by the run's worker exactly as in a headless step; a refusal is this
+					// call's error, so the model reads the reason and tries again.
+					const verdict = await conversation.call({
+						action: params.action,
+						step: params.step,
+						attempt: params.attempt,
+						output: params.output,
+						update: params.update,
+					});
+					if (!verdict.ok) throw new Error(verdict.message);
+					return {
+						content: [{ type: "text" as const, text: verdict.message }],
+						details: { action: params.action, step: params.step, attempt: params.attempt },
+						terminate: params.action === "submit",
+					};
 				}
 				case "answer": {
 					if (!params.runId || params.answer === undefined) throw new Error("action answer needs `runId` and `answer`");
@@ -757,6 +810,10 @@ export default function (pi: ExtensionAPI) {
 					// The text after the run id as typed (JSON keeps its spaces).
 					const after = args.trim().slice(verb.length).trim().slice(rest[0].length).trim();
 					say(await answer(rest[0], after));
+				} else if (verb === "resume" && conversation.current?.held && (!rest[0] || rest[0] === conversation.current.runId)) {
+					const held = conversation.current;
+					conversation.redeliver();
+					say(`Delivering step ${held.step} of run ${held.runId} again.`);
 				} else if (verb === "resume" && rest[0]) {
 					say(await resume(rest[0]));
 				} else if (verb === "chat" && rest[0]) {
@@ -785,12 +842,16 @@ export default function (pi: ExtensionAPI) {
 
 	pi.on("session_start", async (_event, ctx) => {
 		bind(ctx);
+		await conversation.start(); // before any runner is spawned, so it can name the socket
 		catchUpDue = true;
 		atIdle(); // the catch-up, then activation, once no turn is active
 	});
 
-	pi.on("agent_end", async (_event, ctx) => {
+	pi.on("agent_end", async (event, ctx) => {
 		bind(ctx);
+		// The step's turn ended without an accepted submission: the worker reminds (or
+		// fails the step); an aborted turn (Escape) holds it instead.
+		if (conversation.current) conversation.settled(aborted(event.messages));
 		atIdle();
 	});
 
@@ -803,5 +864,6 @@ export default function (pi: ExtensionAPI) {
 		// Close-to-park: the session runner parks the run and a running host takes it over.
 		// Should Pi die without this, the runner sees its stdin close and parks all the same.
 		activation?.kill("SIGTERM");
+		conversation.close();
 	});
 }

@@ -20,10 +20,11 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.conversation import CONVERSATION_ENV
 from ...protocol.errors import ExitCode, PiWorkflowsError
 from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
@@ -75,6 +76,9 @@ class SessionRunner:
         default_factory=lambda: f"session-{host_name()}-{os.getpid()}-{secrets.token_hex(3)}")
     stops: list[int] = field(default_factory=list)
     view: RunView | None = None  # how the run is shown (default: ``echo``'s plain lines)
+    # The Pi extension's conversation socket when Pi spawned this runner: agent
+    # steps then happen in that session's own conversation (protocol.conversation).
+    conversation: str | None = None
 
     def __post_init__(self) -> None:
         if self.view is None:
@@ -95,10 +99,11 @@ class SessionRunner:
         self.echo(f"run {claim.run_id} ({row.workflow if row else '?'}); Ctrl-C parks it"
                   " for a host")
         key = project_key(paths.project)
+        config = replace(WorkerConfig.from_settings(self.settings, paths),
+                         conversation=self.conversation)
         worker = self.os.spawn_worker(
             claim, project=paths.project, project_key=key, runner_id=self.runner_id,
-            config_json=WorkerConfig.from_settings(self.settings, paths).to_json(),
-            now=time.monotonic())
+            config_json=config.to_json(), now=time.monotonic())
         follower = TraceFollower(Bundle(paths.runs_dir, claim.run_id))
         code = self._follow(worker, follower)
         self._show(follower)
@@ -190,8 +195,10 @@ def session_runner(store: Store, settings: SettingsLike, paths: Paths, *, echo: 
     The run is shown by ``view``, or else as plain lines through ``echo``.
     """
     shown = as_view(echo, view)
+    # Taken out of the environment so no step's shell command inherits the socket.
+    conversation = os.environ.pop(CONVERSATION_ENV, None) or None
     runner = SessionRunner(store, settings, paths, quiet_when_gone(shown.say),
-                           os_layer or RealOs(), view=shown)
+                           os_layer or RealOs(), view=shown, conversation=conversation)
     store.register_runner(runner.runner_id, "session", os.getpid(), process_start_time(),
                           host_name())
     previous = {sig: signal.signal(sig, lambda signum, _frame: runner.stops.append(signum))

@@ -59,7 +59,8 @@ def describe(event: dict[str, Any]) -> str:
         outcome = result.get("outcome", Outcome.FAILED)
         return f"{head} {node}: {outcome} [{code}] {_short(message or '')}{nxt}"
     if kind == "agent_prompt_sent":
-        return f"{head} {node}: prompt sent to the agent ({p.get('chars')} characters)"
+        where = "the session's conversation" if p.get("via") == "session" else "the agent"
+        return f"{head} {node}: prompt sent to {where} ({p.get('chars')} characters)"
     if kind == "effect_recorded":
         return f"{head} {node}: effect {p.get('effect')} ({p.get('effectKey')})"
     if kind == "update_published":

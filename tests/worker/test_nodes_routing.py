@@ -475,7 +475,7 @@ def test_an_agent_node_with_a_scripted_executor(h: Harness) -> None:
     assert "write about secret plans" in executor.prompts[0][1]
     events = assert_well_formed(h.bundle(run_id))
     sent = [e for e in events if e["type"] == "agent_prompt_sent"]
-    assert len(sent) == 1 and set(sent[0]["payload"]) == {"promptSha256", "chars"}
+    assert len(sent) == 1 and set(sent[0]["payload"]) == {"promptSha256", "chars", "via"}
     assert "secret plans" not in h.bundle(run_id).trace_path.read_text()
     updates = [e["payload"]["message"] for e in events if e["type"] == "update_published"]
     assert updates == ["drafting"]
