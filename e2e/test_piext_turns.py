@@ -216,7 +216,8 @@ def test_a_presentation_gets_exactly_one_hidden_turn_and_a_start_while_it_is_owe
                  diag=pi.diagnose)
         run = seen["run"]
         line = (f"pi-workflows: error: session {sid} has not yet been shown the result of run"
-                f" {run}; start again after that turn")
+                f" {run}; start again after that turn (a Pi session gives it at its next idle"
+                f" moment; elsewhere `pi-workflows sync --session {sid}` shows it)")
         assert seen["terminal"] == (2, line + "\n")
         assert line.removeprefix("pi-workflows: error: ") in seen["tool"]
         rows = query(project, "SELECT run_id FROM workflow_run_queue")

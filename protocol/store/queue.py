@@ -109,7 +109,9 @@ class QueueOps(StoreBase):
                     # new start waits until that turn was given (issue 22, item 7).
                     raise PresentationPending(
                         f"session {origin_session} has not yet been shown the result of run"
-                        f" {owed}; start again after that turn")
+                        f" {owed}; start again after that turn (a Pi session gives it at its"
+                        f" next idle moment; elsewhere `pi-workflows sync --session"
+                        f" {origin_session}` shows it)")
                 tx.execute(
                     "INSERT INTO workflow_run_queue(run_id, workflow, source_path, source_sha256,"
                     " definition_digest, private_input, state, origin_session, notify_session,"

@@ -81,7 +81,8 @@ def test_a_start_while_a_presentation_is_pending_is_refused_changing_nothing(
         assert refused.returncode == 2, refused
         assert refused.stderr.splitlines() == [
             f"pi-workflows: error: session s1 has not yet been shown the result of run {run};"
-            " start again after that turn"]
+            " start again after that turn (a Pi session gives it at its next idle moment;"
+            f" elsewhere `pi-workflows sync --session s1` shows it)"]
     assert len(h.store.list_runs()) == rows
     assert h.store.find_session_reservation("s1") is None
     token, [intent] = h.store.claim_turn_intents("s1")
