@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..states import QueueState
+from ..states import ACTIVE, QueueState
 from .base import StoreBase
 from .db import Tx
 from .records import QueueRow
@@ -100,7 +100,16 @@ def after_failed(tx: Tx, before: QueueRow, code: str, error: str, run_status: st
 
 
 def after_cancelled(tx: Tx, before: QueueRow, by_session: str | None, now: int) -> None:
-    """A run ended cancelled: a turn for the session whose model asked for it, if one did."""
+    """A run ended cancelled: a turn for the session whose model asked for it, if one did.
+
+    Only for a run that was active (queued, starting or running) when the
+    model asked: cancelling a parked or paused run is answered in the tool
+    call itself, and nothing of it was still going on. A request carried
+    out later by the run's owner (``request_cancel``: always on a claimed,
+    so active, row) is found in the feed.
+    """
+    if by_session is not None and before.state not in ACTIVE:
+        return
     session = by_session or cancel_requester(tx, before.run_id)
     if session is None:
         return  # a person's cancel (`/workflow cancel`, `pi-workflows cancel`): no turn

@@ -59,14 +59,30 @@ def test_the_agents_cancel_owes_a_turn_only_once_the_run_ended_cancelled(store: 
     assert _pending(store) == [(AGENT_CANCELLED, "cancelled")]
 
 
-@pytest.mark.parametrize("state", ["queued", "parked"])
-def test_the_agents_cancel_of_an_unclaimed_run_owes_a_turn_at_once(
+@pytest.mark.parametrize("state", ["queued", "starting"])
+def test_the_agents_cancel_of_an_active_unclaimed_run_owes_a_turn_at_once(
         store: Store, state: str) -> None:
-    if state == "queued":
-        store.reserve("r1", SOURCE, {}, "s1", by_agent=True)
-    else:
-        store.park("r1", _running(store))
+    store.reserve("r1", SOURCE, {}, "s1", by_agent=True)
+    if state == "starting":
+        store.claim_by_id("r1", "runner-a", session="s1")
     store.cancel("r1", by_session="s1")
+    assert _pending(store) == [(AGENT_CANCELLED, "cancelled")]
+
+
+def test_the_agents_cancel_of_a_parked_or_paused_run_owes_none(store: Store) -> None:
+    store.park("r1", _running(store))  # not active: the tool call itself says it ended
+    store.cancel("r1", by_session="s1")
+    token = _running(store, "r2")
+    store.park("r2", token, code="paused", message="paused by request")
+    store.cancel("r2", by_session="s1")
+    assert _pending(store) == []
+
+
+def test_a_request_the_owner_parked_before_it_saw_is_still_the_agents(store: Store) -> None:
+    token = _running(store)
+    store.request_cancel("r1", by_session="s1")
+    store.park("r1", token)  # a drain came first; `cancel` carries the request out
+    store.cancel("r1")
     assert _pending(store) == [(AGENT_CANCELLED, "cancelled")]
 
 
