@@ -119,3 +119,13 @@ class ConflictError(PiWorkflowsError):
 
     code = "conflict"
     exit_code = ExitCode.USAGE
+
+
+class PresentationPending(ConflictError):
+    """A session's new start, refused while its model is owed a presentation turn.
+
+    Nothing durable was changed: exit 2, like any refused request.
+    """
+
+    code = "presentation_pending"
+    exit_code = ExitCode.USAGE

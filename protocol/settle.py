@@ -46,7 +46,8 @@ def _unclaimed_writer(store: Store, bundle: Bundle, fsync: str) -> BundleWriter:
     return BundleWriter(bundle, Unclaimed(store), "", fsync=fsync)
 
 
-def cancel_parked(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node") -> QueueRow:
+def cancel_parked(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node",
+                  by_session: str | None = None) -> QueueRow:
     """``parked -> cancelled`` with the terminal event in the bundle first.
 
     Also for a queued run that already has a bundle (a fork, laid out before
@@ -55,12 +56,13 @@ def cancel_parked(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "no
     ``ClaimLost`` means a runner resumed the run meanwhile: ask its owner
     instead (``request_cancel``). Interrupted between the two writes, the
     bundle is cancelled and the row still parked: the next runner to take it
-    finds a settled bundle and cancels the row too.
+    finds a settled bundle and cancels the row too. ``by_session``: the
+    model of that session asked for the cancel (``Store.cancel``).
     """
     bundle = Bundle(runs_dir, run_id)
     if bundle.exists():
         settle_bundle(_unclaimed_writer(store, bundle, fsync), "run_cancelled", CANCELLED)
-    return store.cancel(run_id)
+    return store.cancel(run_id, by_session=by_session)
 
 
 def settle_bundle(writer: BundleWriter, event_type: str, error: ErrorInfo) -> None:

@@ -27,6 +27,7 @@ from ..protocol.store import Claim, QueueRow, Store
 from .agent import AgentExecutor, warm_up
 from .control import Control
 from .engine import PARKED, PAUSED, Engine, ResumeRefused, SourceChanged
+from .presentation import render
 
 Q = QueueState
 EngineHook = Callable[[Engine], None]
@@ -46,11 +47,14 @@ def _running(store: Store, claim: Claim, state: QueueState) -> None:
 
 
 def settle_queue(store: Store, claim: Claim, state: QueueState, outcome: str,
-                 error: Mapping[str, Any] | None = None) -> RunOutcome:
+                 error: Mapping[str, Any] | None = None, *,
+                 presentation: str | None = None) -> RunOutcome:
     """Move the queue row (now in ``state``) to match how the bundle stopped.
 
     The bundle decides; the queue follows. ``outcome`` is the bundle's settled
     status, or ``parked`` when the run stopped without settling.
+    ``presentation`` (a completed or waiting run's rendered message) becomes
+    its session's presentation turn, with the move.
     """
     run_id = claim.run_id
     if outcome == PAUSED:
@@ -65,13 +69,14 @@ def settle_queue(store: Store, claim: Claim, state: QueueState, outcome: str,
     target = queue_state_for(outcome)
     if target == Q.DONE:
         _running(store, claim, state)
-        store.finish(run_id, claim.token, outcome)
+        store.finish(run_id, claim.token, outcome, presentation=presentation)
         return RunOutcome(run_id, outcome)
     if target == Q.CANCELLED:
         store.cancel(run_id, claim.token)
         return RunOutcome(run_id, outcome)
     code = str((error or {}).get("code") or outcome)
-    store.fail(run_id, claim.token, code, str((error or {}).get("message") or outcome))
+    store.fail(run_id, claim.token, code, str((error or {}).get("message") or outcome),
+               run_status=outcome)
     return RunOutcome(run_id, outcome, code)
 
 
@@ -213,4 +218,14 @@ def execute_claim(store: Store, claim: Claim, *, runs_dir: Path, project_dir: Pa
     except BundleCorrupt as exc:
         # Rerunning cannot repair a bundle that lost data: fail once, clearly.
         return _fail(store, claim, exc.code, exc.message)
-    return settle_queue(store, claim, state, outcome, engine.state.get("error"))
+    presentation = None
+    if row.origin_session is not None or row.notify_session is not None:
+        # Rendered here, where the definition is loaded; only the store's intent keeps it.
+        try:
+            presentation = render(loaded.workflow.presentation_prompt, dict(engine.state),
+                                  run_id=claim.run_id, workflow=row.workflow,
+                                  control=engine.control, restore=engine.restore)
+        except BundleCorrupt:
+            presentation = None  # its result lost an artifact: nothing to present
+    return settle_queue(store, claim, state, outcome, engine.state.get("error"),
+                        presentation=presentation)

@@ -29,8 +29,14 @@ def define_workflow(
     edges: Sequence[AnyEdge] = (), input: Callable[[Any], Any] | None = None,
     max_steps: int = DEFAULT_MAX_STEPS, timeout: float | None = DEFAULT_TIMEOUT_S,
     description: str = "",
+    presentation_prompt: str | Callable[[Any], Any] | None = None,
 ) -> Workflow:
-    """Build and validate a workflow; raises ``DefinitionError`` listing every problem."""
+    """Build and validate a workflow; raises ``DefinitionError`` listing every problem.
+
+    ``presentation_prompt`` (text, or a function of the final state returning
+    text, given 30 s): after a run of a session ends completed or waiting, the
+    session's model is asked for one turn about its result with it.
+    """
     node_list = list(nodes) if isinstance(nodes, list | tuple) else nodes
     edge_list = list(edges) if isinstance(edges, list | tuple) else edges
     by_id: dict[str, Node] = {}
@@ -43,6 +49,7 @@ def define_workflow(
         name=name, start_at=start_at, nodes=by_id,
         edges=tuple(edge_list) if isinstance(edge_list, list) else (),
         input=input, max_steps=max_steps, timeout=timeout, description=description,
+        presentation_prompt=presentation_prompt,
     )
     problems = workflow_problems(workflow, raw_nodes=node_list, raw_edges=edge_list)
     if problems:

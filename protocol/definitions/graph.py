@@ -29,6 +29,9 @@ from ..jsonenc import canonical_json
 SNAPSHOT_SCHEMA = "pi-workflows.workflow.v1"
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_MAX_STEPS = 100
+# ``presentation_prompt``: its text, and how long its function may take (issue 22, item 7).
+MAX_PRESENTATION_CHARS = 50_000
+PRESENTATION_TIMEOUT_S = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 1_048_576
 NOTIFY_KINDS = ("progress", "final")
 
@@ -202,6 +205,10 @@ class Workflow:
     max_steps: int = DEFAULT_MAX_STEPS
     timeout: float | None = DEFAULT_TIMEOUT_S
     description: str = ""
+    # Text, or a function of the final state (the run's ``state.json``) returning
+    # text: after the run ends completed or waiting, its session's model is asked
+    # for one turn about the result with it (worker/presentation.py).
+    presentation_prompt: str | Callable[[Any], Any] | None = None
 
 
 # --- constructors -------------------------------------------------------------
@@ -382,6 +389,9 @@ def snapshot(workflow: Workflow) -> dict[str, Any]:
         "input": _field(workflow.input),
         "nodes": [_node_snapshot(node) for node in workflow.nodes.values()],
         "edges": [_edge_snapshot(item) for item in workflow.edges],
+        # Only when set: every earlier definition keeps its digest.
+        **({} if workflow.presentation_prompt is None
+           else {"presentationPrompt": _field(workflow.presentation_prompt)}),
     }
 
 

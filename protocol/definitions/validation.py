@@ -20,6 +20,7 @@ from typing import Any
 
 from ..commands import COMMAND_WORDS
 from .graph import (
+    MAX_PRESENTATION_CHARS,
     NODE_TYPES,
     NOTIFY_KINDS,
     DefaultType,
@@ -295,7 +296,24 @@ def workflow_problems(
                         f" got {type(workflow.input).__name__}")
     if not isinstance(workflow.description, str):
         problems.append(f"description must be a string, got {type(workflow.description).__name__}")
+    problem = _presentation_problem(workflow.presentation_prompt)
+    if problem:
+        problems.append(problem)
     return problems
+
+
+def _presentation_problem(prompt: object) -> str | None:
+    if prompt is None or callable(prompt):
+        return None
+    if not isinstance(prompt, str):
+        return ("presentation_prompt must be text or a function of the final state,"
+                f" got {type(prompt).__name__}")
+    if not prompt.strip():
+        return "presentation_prompt must not be empty (leave it out instead)"
+    if len(prompt) > MAX_PRESENTATION_CHARS:
+        return (f"presentation_prompt is longer than {MAX_PRESENTATION_CHARS:,} characters"
+                f" ({len(prompt):,})")
+    return None
 
 
 def validate_workflow(workflow: Workflow) -> Workflow:

@@ -11,9 +11,10 @@ from typing import Any
 
 from ..errors import ConflictError, TransitionRefused, UsageError
 from ..limits import encode_payload, validate_key, validate_run_id
-from .base import StoreBase, new_token
+from .base import StoreBase, intent_id_for, new_token
 from .db import ConstraintViolation
 from .records import Notification, RunEvent, TurnIntent
+from .turns import CLAIM_LOST, owe_turn
 
 NOTIFICATION_KINDS = ("progress", "final")
 
@@ -155,6 +156,44 @@ class FeedOps(StoreBase):
                 code="intent_pending") from None
         assert row is not None
         return TurnIntent.from_row(row), created
+
+    def owe_claim_lost_turn(self, session_id: str, run_id: str, node_id: str,
+                            attempt_id: str, *, workflow: str | None = None
+                            ) -> tuple[TurnIntent | None, bool]:
+        """A claim the session lost while a step of its conversation was pending.
+
+        The contract, for the session runner that notices it (issue 22, item
+        6): call it once the session ``session_id`` no longer holds the claim
+        on ``run_id`` (taken over, expired, fenced out) while the agent step
+        ``node_id`` / ``attempt_id`` had been delivered into its conversation
+        and its result not accepted. It records one follow-up turn for that
+        session, through the same two-step leased delivery as every other
+        (``sync --hold-follow-ups``, then ``resolve-follow-up``): the model is
+        told the step is no longer its to answer, so it does not go on with it.
+
+        Exactly once per (session, run, node, attempt): calling it again (a
+        retry, a second runner, a restart) creates nothing and returns the
+        first intent. When the run already owes the session a turn (one
+        pending intent per run and session: its failure, a cancel), that one
+        stands and this returns ``(that intent, False)``. It takes no claim
+        and needs none; it never changes the run. Returns (the pending or
+        earlier intent, whether this call created it).
+        """
+        validate_key(session_id, "session id")
+        validate_run_id(run_id)
+        validate_key(node_id, "node id")
+        validate_key(attempt_id, "attempt id")
+        payload = {"runId": run_id, "nodeId": node_id, "attemptId": attempt_id,
+                   **({"workflow": workflow} if workflow else {})}
+        with self._db.transaction() as tx:
+            created = owe_turn(tx, session_id, run_id, CLAIM_LOST, f"{node_id}/{attempt_id}",
+                               payload, self._now())
+            row = tx.one("SELECT * FROM workflow_turn_intents WHERE session_id = ? AND"
+                         " run_id = ? AND (state = 'pending' OR intent_id = ?)"
+                         " ORDER BY state = 'pending' DESC LIMIT 1",
+                         (session_id, run_id, intent_id_for(
+                             session_id, run_id, CLAIM_LOST, f"{node_id}/{attempt_id}")))
+        return (None if row is None else TurnIntent.from_row(row)), created
 
     def claim_turn_intents(self, session_id: str, *, limit: int = 10,
                            lease_ms: int | None = None) -> tuple[str, list[TurnIntent]]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConflictError, TransitionRefused
+from ..errors import ConflictError, PresentationPending, TransitionRefused
 from ..limits import (
     encode_private_input,
     safe_error_message,
@@ -31,6 +31,7 @@ from ..states import (
 from .base import LAUNCH_FAILED, StoreBase, load_row, new_token
 from .db import ConstraintViolation, Tx
 from .records import Claim, Gone, QueueRow, RunSource
+from .turns import AGENT, after_cancelled, after_failed, after_finished, presentation_pending
 
 Q = QueueState
 
@@ -69,6 +70,7 @@ class QueueOps(StoreBase):
         notify_session: str | None = None,
         fork: tuple[str, str] | None = None,
         agent_dir: str | None = None,
+        by_agent: bool = False,
     ) -> tuple[QueueRow, Claim | None]:
         validate_run_id(run_id)
         if parent_run_id is not None:
@@ -100,6 +102,16 @@ class QueueOps(StoreBase):
                         (parent_run_id,)):
                     raise ConflictError(f"run {parent_run_id} was cancelled while it waited;"
                                         " it cannot be answered", code="wait_cancelled")
+                owed = None if origin_session is None else presentation_pending(
+                    tx, origin_session)
+                if owed is not None:
+                    # The session's model is owed a turn about run `owed`'s result: a
+                    # new start waits until that turn was given (issue 22, item 7).
+                    raise PresentationPending(
+                        f"session {origin_session} has not yet been shown the result of run"
+                        f" {owed}; start again after that turn (a Pi session gives it at its"
+                        f" next idle moment; elsewhere `pi-workflows sync --session"
+                        f" {origin_session}` shows it)")
                 tx.execute(
                     "INSERT INTO workflow_run_queue(run_id, workflow, source_path, source_sha256,"
                     " definition_digest, private_input, state, origin_session, notify_session,"
@@ -118,6 +130,9 @@ class QueueOps(StoreBase):
                     # The launcher's Pi agent dir (a path, never a secret): the run's,
                     # whichever runner executes it (protocol.agentenv).
                     **({"agentDir": agent_dir} if agent_dir else {}),
+                    # The session's model started it (`start --by-agent`): its later
+                    # failure owes the session a turn (protocol.store.turns).
+                    **({"startedBy": AGENT} if by_agent else {}),
                 })
                 if claim_runner:
                     self._event(tx, run_id, Q.STARTING, now, {"runnerId": claim_runner,
@@ -131,11 +146,15 @@ class QueueOps(StoreBase):
         return row, claim
 
     def reserve(self, run_id: str, source: RunSource, private_input: Any, origin_session: str,
-                *, parent_run_id: str | None = None, agent_dir: str | None = None) -> QueueRow:
-        """A deferred launch: ``queued`` and bound to its origin session (seed 002)."""
+                *, parent_run_id: str | None = None, agent_dir: str | None = None,
+                by_agent: bool = False) -> QueueRow:
+        """A deferred launch: ``queued`` and bound to its origin session (seed 002).
+
+        ``by_agent``: the session's model started it (the Pi tool's ``start``).
+        """
         return self._insert(run_id, source, private_input, origin_session=origin_session,
                             parent_run_id=parent_run_id, runner_affinity=None,
-                            claim_runner=None, agent_dir=agent_dir)[0]
+                            claim_runner=None, agent_dir=agent_dir, by_agent=by_agent)[0]
 
     def enqueue_detached(self, run_id: str, source: RunSource, private_input: Any, *,
                          parent_run_id: str | None = None,
@@ -231,14 +250,25 @@ class QueueOps(StoreBase):
         return self._move(run_id, token, Q.PARKED, sets=", error_code = ?, error_message = ?",
                           params=(code, safe), payload={"errorCode": code})
 
-    def finish(self, run_id: str, token: str, run_status: str | None = None) -> QueueRow:
-        """``running -> done``; the feed records how the bundle ended (completed or waiting)."""
+    def finish(self, run_id: str, token: str, run_status: str | None = None, *,
+               presentation: str | None = None) -> QueueRow:
+        """``running -> done``; the feed records how the bundle ended (completed or waiting).
+
+        ``presentation``, the workflow's rendered presentation message, becomes
+        the session's presentation turn intent in the same transaction (only
+        there: never in the feed).
+        """
+        def present(tx: Tx, before: QueueRow, now: int) -> None:
+            after_finished(tx, before, run_status, presentation, now)
+
         # A pause asked for after the last boundary has nothing left to hold.
         return self._move(run_id, token, Q.DONE,
                           sets=", error_code = NULL, error_message = NULL",
-                          payload=None if run_status is None else {"runStatus": run_status})
+                          payload=None if run_status is None else {"runStatus": run_status},
+                          after=present)
 
-    def fail(self, run_id: str, token: str, code: str, message: str) -> QueueRow:
+    def fail(self, run_id: str, token: str, code: str, message: str, *,
+             run_status: str | None = None) -> QueueRow:
         """``starting|running -> failed`` with a safe, bounded error.
 
         The feed event carries only the code: an author's message may still
@@ -255,21 +285,32 @@ class QueueOps(StoreBase):
                 self._add_turn_intent(tx, before.origin_session, run_id, LAUNCH_FAILED, code, {
                     "workflow": before.workflow, "runId": run_id, "state": Q.FAILED,
                     "errorCode": code, "error": safe}, now)
+            else:  # one that ran: a turn only if the session's model started it
+                after_failed(tx, before, code, safe, run_status, now)
 
         return self._move(run_id, token, Q.FAILED, sets=", error_code = ?, error_message = ?",
                           params=(code, safe), payload={"errorCode": code}, after=launch_failed)
 
-    def cancel(self, run_id: str, token: str | None = None) -> QueueRow:
+    def cancel(self, run_id: str, token: str | None = None, *,
+               by_session: str | None = None) -> QueueRow:
         """Cancel a queued, starting or parked run (anyone) or a running one (its owner).
 
         Cancelling ``starting`` clears the claim, so the activation fence of
         whoever was starting it fails: a race cannot release the executor after
-        cancellation wins.
+        cancellation wins. ``by_session``: the model of that session asked for
+        it, so the session is owed one turn once the run is cancelled (as it is
+        when an owner carries out a model's ``request_cancel``).
         """
+        if by_session is not None:
+            validate_session_id(by_session)
+
+        def agent_turn(tx: Tx, before: QueueRow, now: int) -> None:
+            after_cancelled(tx, before, by_session, now)
+
         # The state is read inside the move's transaction: a run that becomes
         # running meanwhile is not cancelled without its owner's token.
         return self._move(run_id, token, Q.CANCELLED, sets=", error_code = 'cancelled'",
-                          token_states=frozenset({Q.RUNNING}))
+                          token_states=frozenset({Q.RUNNING}), after=agent_turn)
 
     def unblock(self, run_id: str) -> QueueRow:
         """Clear a parked run's blocking error (``resume --force``), so runners take it again."""
@@ -364,13 +405,17 @@ class QueueOps(StoreBase):
             self._event(tx, run_id, Q.CANCELLED, now, {"from": Q.DONE, "waitCancelled": True})
             return load_row(tx, run_id)
 
-    def request_cancel(self, run_id: str) -> QueueRow:
+    def request_cancel(self, run_id: str, *, by_session: str | None = None) -> QueueRow:
         """Flag a starting or running run; its owner cancels it at its next renewal.
 
         For a ``starting`` run that is resuming a bundle, this (not ``cancel``)
         lets the owner write the terminal event, so bundle and queue agree.
+        ``by_session`` (the model of that session asked) is recorded in the
+        request's feed event: the cancel, once carried out, owes it a turn.
         """
         validate_run_id(run_id)
+        if by_session is not None:
+            validate_session_id(by_session)
         now = self._now()
         with self._db.transaction() as tx:
             row = load_row(tx, run_id)
@@ -379,7 +424,8 @@ class QueueOps(StoreBase):
             if tx.execute("UPDATE workflow_run_queue SET cancel_requested = 1, updated_at = ?"
                           " WHERE run_id = ? AND state = ?", (now, run_id, row.state)) != 1:
                 raise TransitionRefused(f"run {run_id} changed concurrently")
-            self._event(tx, run_id, "cancel_requested", now, {})
+            self._event(tx, run_id, "cancel_requested", now,
+                        {} if by_session is None else {"bySession": by_session})
             return load_row(tx, run_id)
 
     def requeue_expired_starting(self, run_id: str, *, gone: Gone | None = None) -> QueueRow:

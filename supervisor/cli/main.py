@@ -199,7 +199,8 @@ def _start(call: _Call) -> int:
     owner = _own_session(values, "start")
     raw = parse_input(positional[1:], values.get("--input-json"), values.get("--input-file"))
     prepared = actions.prepare(settings, paths, positional[0], raw)
-    _emit(actions.start_json(actions.start(settings, paths, prepared, owner)))
+    _emit(actions.start_json(actions.start(settings, paths, prepared, owner,
+                                           by_agent="--by-agent" in call.seen)))
     return 0
 
 
@@ -225,7 +226,9 @@ def _cancel(call: _Call) -> int:
 
     run = validate_run_id(call.positional[0])
     settings, paths = _settings_and_paths(call.values)
-    result, _ = actions.cancel_run(settings, paths, run, no_wait="--no-wait" in call.seen)
+    by = _own_session(call.values, "cancel --by-agent") if "--by-agent" in call.seen else None
+    result, _ = actions.cancel_run(settings, paths, run, no_wait="--no-wait" in call.seen,
+                                   by_session=by)
     _emit(actions.cancel_json(result))
     return 0
 

@@ -58,6 +58,9 @@ SessionOpt = Annotated[str | None, typer.Option(
     "--session", envvar="PI_WORKFLOWS_SESSION", show_default=False, metavar="ID",
     help="The session this command acts for (or PI_WORKFLOWS_SESSION); a session has at"
          " most one active run and catches up with `sync`.")]
+ByAgentOpt = Annotated[bool, typer.Option(
+    "--by-agent", help="The session's model asked for this (the Pi extension's `workflow` tool):"
+                       " how the run ends later gives that model one turn.")]
 InputJsonOpt = Annotated[str | None, typer.Option(
     "--input-json", metavar="JSON", help="The input as JSON text.", show_default=False)]
 InputFileOpt = Annotated[str | None, typer.Option(

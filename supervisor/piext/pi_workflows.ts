@@ -329,7 +329,9 @@ export default function (pi: ExtensionAPI) {
 
 	/** Show a snapshot: one quiet report, then each follow-up exactly once. True if a turn started. */
 	async function deliver(ctx: ExtensionContext, snap: Snapshot, catchUp: boolean): Promise<boolean> {
-		const followed = new Set(snap.followUps.map((f) => f.runId));
+		// A presentation (issue 22, item 7) is hidden: its run keeps its visible report.
+		const hidden = (f: FollowUp) => (f as FollowUp & { hidden?: boolean }).hidden === true;
+		const followed = new Set(snap.followUps.filter((f) => !hidden(f)).map((f) => f.runId));
 		const runs = snap.runs.filter(
 			(r) => !followed.has(r.runId) && REPORTED.has(r.change ?? "") && (catchUp || r.mine),
 		);
@@ -349,8 +351,9 @@ export default function (pi: ExtensionAPI) {
 			if (!inBranch(ctx, f.intentId)) {
 				// The branch check above is what makes a crash between this send and the
 				// resolve below harmless: the next delivery finds the entry and only resolves.
+				const kind = (f as FollowUp & { kind?: string }).kind;
 				pi.sendMessage(
-					{ customType: CUSTOM_TYPE, content: f.message, display: true, details: { intentId: f.intentId, runId: f.runId } },
+					{ customType: CUSTOM_TYPE, content: f.message, display: !hidden(f), details: { intentId: f.intentId, runId: f.runId, kind } },
 					{ triggerTurn: true, deliverAs: "followUp" },
 				);
 				turned = true;
@@ -550,10 +553,11 @@ export default function (pi: ExtensionAPI) {
 		return { args: ["--input-file", file], cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
 	}
 
-	async function start(workflow: string, input: string): Promise<{ runId: string; workflow: string }> {
+	async function start(workflow: string, input: string, byAgent = false): Promise<{ runId: string; workflow: string }> {
 		const { args, cleanup } = inputArgs(input);
 		try {
-			const result = await cli(session(["start", workflow, ...args]), cwd);
+			// --by-agent: the model started it, so a failure after it started gets it one turn.
+			const result = await cli(session(["start", workflow, ...args, ...(byAgent ? ["--by-agent"] : [])]), cwd);
 			const out = parse<{ runId: string; workflow: string }>(result);
 			if (!out) throw new Error(reason(result));
 			nothingFor = "";
@@ -574,8 +578,10 @@ export default function (pi: ExtensionAPI) {
 		return { text: `Run ${run.runId} (${run.workflow}): ${shownState(run)}${node ? ` at ${node}` : ""}${detail}`, run };
 	}
 
-	async function cancel(runId: string): Promise<string> {
-		const result = await cli(["cancel", runId, "--project", cwd, "--json"], cwd);
+	async function cancel(runId: string, byAgent = false): Promise<string> {
+		// --by-agent: the model cancelled it, so once it has ended it gets one turn (a person's cancel: none).
+		const by = byAgent ? ["--session", sessionId, "--by-agent"] : [];
+		const result = await cli(["cancel", runId, ...by, "--project", cwd, "--json"], cwd);
 		const out = parse<{ runId: string; state: string; stopped: boolean }>(result);
 		if (!out) throw new Error(reason(result));
 		void poll();
@@ -704,7 +710,7 @@ export default function (pi: ExtensionAPI) {
 				case "start": {
 					if (!params.workflow) throw new Error("action start needs `workflow`");
 					const input = params.inputJson ?? JSON.stringify(params.task ? { task: params.task } : {});
-					const out = await start(params.workflow, input);
+					const out = await start(params.workflow, input, true);
 					return text(`Workflow ${out.workflow} queued (run ${out.runId}).`, {
 						action: "start",
 						workflow: out.workflow,
@@ -722,7 +728,7 @@ export default function (pi: ExtensionAPI) {
 				}
 				case "cancel": {
 					const runId = params.runId ?? (await sessionRun()).runId;
-					return text(await cancel(runId), { action: "cancel", runId });
+					return text(await cancel(runId, true), { action: "cancel", runId });
 				}
 				case "pause": {
 					const runId = params.runId ?? (await sessionRun()).runId;

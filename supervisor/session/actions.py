@@ -69,21 +69,24 @@ def prepare(settings: SettingsLike, paths: Paths, name: str, raw: Any) -> Prepar
     return replace(prepared, agent_dir=resolve_agent_dir(settings.pi_agent_dir))
 
 
-def reserve(store: Store, prepared: Prepared, session: str) -> QueueRow:
+def reserve(store: Store, prepared: Prepared, session: str, *,
+            by_agent: bool = False) -> QueueRow:
     """``start``: commit the session's reservation; every preflight check has run by now
-    (seed 002, Start)."""
+    (seed 002, Start). ``by_agent``: the session's model starts it (``--by-agent``)."""
     busy = store.find_session_reservation(session)
     if busy is not None:
         raise ConflictError(
             f"session {session} already has an active run ({busy.run_id}, {busy.state});"
             " activate, finish or cancel it first", code="session_busy")
     return store.reserve(prepared.run_id, prepared.source, prepared.input, session,
-                         parent_run_id=prepared.parent_run_id, agent_dir=prepared.agent_dir)
+                         parent_run_id=prepared.parent_run_id, agent_dir=prepared.agent_dir,
+                         by_agent=by_agent)
 
 
-def start(settings: SettingsLike, paths: Paths, prepared: Prepared, session: str) -> QueueRow:
+def start(settings: SettingsLike, paths: Paths, prepared: Prepared, session: str, *,
+          by_agent: bool = False) -> QueueRow:
     with open_store(settings, paths.store_file) as store:
-        return reserve(store, prepared, session)
+        return reserve(store, prepared, session, by_agent=by_agent)
 
 
 def start_json(row: QueueRow) -> dict[str, Any]:
@@ -129,15 +132,18 @@ def _not_answered(store: Store, run: str, project: Path) -> None:
                             code="continuation_exists")
 
 
-def cancel_run(settings: SettingsLike, paths: Paths, text: str, *,
-               no_wait: bool) -> tuple[cancel.Cancelled, bool]:
-    """Request the cancel (and wait, unless ``no_wait``); (the result, whether it waited)."""
+def cancel_run(settings: SettingsLike, paths: Paths, text: str, *, no_wait: bool,
+               by_session: str | None = None) -> tuple[cancel.Cancelled, bool]:
+    """Request the cancel (and wait, unless ``no_wait``); (the result, whether it waited).
+
+    ``by_session``: the model of that session asked (``cancel --by-agent``).
+    """
     with project_store(settings, paths) as store:
         row = existing_row(store, text, paths)
         run = row.run_id
         was_waiting = row.state == QueueState.DONE
         row = cancel.request(store, paths.runs_dir, row, fsync=settings.fsync,
-                             project=paths.project)
+                             project=paths.project, by_session=by_session)
         poke(paths.state_dir)
         result = cancel.Cancelled(row, None)
         if not no_wait:

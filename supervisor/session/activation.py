@@ -36,9 +36,10 @@ from .runner import Echo, SessionRunner, session_runner
 Q = QueueState
 
 
-def start(store: Store, prepared: Prepared, session: str) -> QueueRow:
+def start(store: Store, prepared: Prepared, session: str, *,
+          by_agent: bool = False) -> QueueRow:
     """Commit the reservation; every preflight check has run by now (seed 002, Start)."""
-    return reserve(store, prepared, session)
+    return reserve(store, prepared, session, by_agent=by_agent)
 
 
 @dataclass(frozen=True)

@@ -45,24 +45,27 @@ def bundle_status(runs_dir: Path, run_id: str) -> str | None:
 
 
 def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str,
-            project: Path | None = None) -> QueueRow:
+            project: Path | None = None, by_session: str | None = None) -> QueueRow:
     """Ask for the cancel; the row right after (a running run may still be running).
 
     ``project`` goes into a command the refusal suggests (``--project``).
+    ``by_session``: the model of that session asked for it (``cancel
+    --by-agent``), so the session gets one turn once the run ended
+    cancelled (``protocol.store.turns``); a person's cancel gives none.
     """
     run_id = row.run_id
     if row.state == Q.RUNNING or (row.state == Q.STARTING
                                   and Bundle(runs_dir, run_id).exists()):
         # Its owner writes the terminal event, so the bundle agrees.
-        row = store.request_cancel(run_id)
+        row = store.request_cancel(run_id, by_session=by_session)
         nudge_worker(runs_dir, run_id)
         return row
     if row.state == Q.PARKED or (row.state == Q.QUEUED and Bundle(runs_dir, run_id).exists()):
         # The bundle is settled first (a queued fork has one already).
         try:
-            return cancel_parked(store, runs_dir, run_id, fsync=fsync)
+            return cancel_parked(store, runs_dir, run_id, fsync=fsync, by_session=by_session)
         except ClaimLost:  # a runner resumed it meanwhile: ask its owner
-            row = store.request_cancel(run_id)
+            row = store.request_cancel(run_id, by_session=by_session)
             nudge_worker(runs_dir, run_id)
             return row
     if row.state == Q.DONE:
@@ -79,7 +82,7 @@ def request(store: Store, runs_dir: Path, row: QueueRow, *, fsync: str,
     if row.state in (Q.FAILED, Q.CANCELLED):
         raise TransitionRefused(f"run {run_id} already {row.state}; nothing to cancel",
                                 code="run_settled")
-    return store.cancel(run_id)
+    return store.cancel(run_id, by_session=by_session)
 
 
 def settle_wait(store: Store, runs_dir: Path, run_id: str, *, fsync: str = "node",

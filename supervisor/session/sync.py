@@ -27,6 +27,7 @@ from ...protocol.states import (
     is_paused,
 )
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
+from ...protocol.store.turns import AGENT_CANCELLED, CLAIM_LOST, PRESENTATION, RUN_FAILED
 from ..views.status import host_running, run_status
 
 Q, S = QueueState, RunStatus
@@ -34,6 +35,15 @@ MAX_OUTPUT_CHARS = 2000  # of a final output, in a snapshot
 MAX_DELIVERED = 500  # notifications (and follow-ups) one sync delivers; the rest come next
 FOLLOW_UP = ("Workflow {workflow} failed to start (run {run_id}): {reason}. Inspect the error"
              " and call workflow start again only after you correct the cause.")
+# The other deferred turns (issue 22, item 6): what the model is told, by source event.
+RAN_AND_FAILED = ("Workflow {workflow} (run {run_id}), which you started, {ended} after it"
+                  " started [{code}]: {reason}. Inspect it (workflow tool, action status) and"
+                  " tell the user; start it again only after you correct the cause.")
+YOU_CANCELLED = ("Workflow {workflow} (run {run_id}), which you cancelled, has now stopped:"
+                 " it ended cancelled and nothing of it runs any more.")
+CLAIM_WAS_LOST = ("Workflow {workflow} (run {run_id}): this session no longer runs it, so its"
+                  " step {node} (attempt {attempt}) is not yours to answer any more; do not"
+                  " submit it. Check the run with the workflow tool (action status).")
 
 
 @record
@@ -59,7 +69,9 @@ class Snapshot:
             "notifications": [{"id": n.id, "runId": n.run_id, "nodeId": n.node_id,
                                "kind": n.kind, **n.payload} for n in self.notifications],
             "followUps": [{"intentId": t.intent_id, "runId": t.run_id, "cause": t.cause,
-                           "message": _follow_up(t), **t.payload, **self._held()}
+                           **t.payload, "kind": t.source_event, "message": _follow_up(t),
+                           # A presentation enters the conversation hidden (item 7).
+                           "hidden": t.source_event == PRESENTATION, **self._held()}
                           for t in self.follow_ups],
         }
 
@@ -154,9 +166,22 @@ def follow_up_text(workflow: str, run_id: str, reason: str) -> str:
 
 
 def _follow_up(intent: TurnIntent) -> str:
+    """The text of a follow-up turn, by the event that owes it."""
     p = intent.payload
-    return follow_up_text(str(p.get("workflow", "?")), intent.run_id,
-                          str(p.get("error") or intent.cause))
+    workflow, run_id = str(p.get("workflow", "?")), intent.run_id
+    reason = str(p.get("error") or intent.cause).rstrip(". ")
+    if intent.source_event == RUN_FAILED:
+        ended = "timed out" if p.get("runStatus") == S.TIMED_OUT else "failed"
+        return RAN_AND_FAILED.format(workflow=workflow, run_id=run_id, ended=ended,
+                                     code=p.get("errorCode") or intent.cause, reason=reason)
+    if intent.source_event == AGENT_CANCELLED:
+        return YOU_CANCELLED.format(workflow=workflow, run_id=run_id)
+    if intent.source_event == PRESENTATION:
+        return str(p.get("message") or "")  # rendered and bounded by the worker
+    if intent.source_event == CLAIM_LOST:
+        return CLAIM_WAS_LOST.format(workflow=workflow, run_id=run_id,
+                                     node=p.get("nodeId", "?"), attempt=p.get("attemptId", "?"))
+    return follow_up_text(workflow, run_id, reason)
 
 
 def run_line(info: dict[str, Any]) -> str:
@@ -193,7 +218,12 @@ def lines(snapshot: Snapshot) -> list[str]:
     for note in snapshot.notifications:
         workflow = note.payload.get("workflow") or "?"
         out.append(f"[{note.kind}] {workflow} ({note.run_id}): {note.payload.get('message', '')}")
-    out.extend(f"follow-up: {_follow_up(intent)}" for intent in snapshot.follow_ups)
+    for intent in snapshot.follow_ups:
+        if intent.source_event == PRESENTATION:  # a message for a model, not a line
+            out.append(f"follow-up: the presentation of run {intent.run_id}"
+                       f" ({intent.payload.get('workflow') or '?'})")
+        else:
+            out.append(f"follow-up: {_follow_up(intent)}")
     return out
 
 

@@ -17,7 +17,16 @@ from ....protocol.errors import ExitCode
 from ....protocol.states import CLAIMED, QueueState, RunStatus
 from ...session import actions
 from ...views.wording import cli
-from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
+from ..exits import session_required
+from ..options import (
+    ByAgentOpt,
+    JsonOpt,
+    ProjectOpt,
+    RunArg,
+    SessionOpt,
+    emit_json,
+    project_context,
+)
 
 
 def cancel_command(
@@ -25,6 +34,8 @@ def cancel_command(
     no_wait: Annotated[bool, typer.Option(
         "--no-wait", help="Return once the cancel is recorded; do not wait for a running"
                           " run to stop.")] = False,
+    session: SessionOpt = None,
+    by_agent: ByAgentOpt = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -33,12 +44,17 @@ def cancel_command(
     A queued or parked run is cancelled at once; a running one stops within
     about a second (the node in progress is stopped and no node starts after
     it); a run waiting at a checkpoint has its wait closed, so it can no
-    longer be answered. A cancel is never dropped.
+    longer be answered. A cancel is never dropped. With --by-agent (and
+    --session S: the model of session S asked for it) S gets one follow-up
+    turn once the run has ended cancelled; a person's cancel gives none.
 
     Example: pi-workflows cancel 99624cea
     """
     settings, paths = project_context(project)
-    result, was_waiting = actions.cancel_run(settings, paths, run, no_wait=no_wait)
+    if by_agent and not session:
+        raise session_required("cancel --by-agent")
+    result, was_waiting = actions.cancel_run(settings, paths, run, no_wait=no_wait,
+                                             by_session=session if by_agent else None)
     run = result.row.run_id
     row, status = result.row, result.status
     stopped = row.state not in CLAIMED

@@ -24,6 +24,7 @@ from ...session.launch import prepare_run
 from ...views.runview import terminal_view
 from ...views.status import run_status
 from ..options import (
+    ByAgentOpt,
     InputFileOpt,
     InputJsonOpt,
     JsonOpt,
@@ -45,6 +46,7 @@ def start_command(
     input_json: InputJsonOpt = None,
     input_file: InputFileOpt = None,
     session: SessionOpt = None,
+    by_agent: ByAgentOpt = False,
     project: ProjectOpt = Path("."),
     as_json: JsonOpt = False,
 ) -> None:
@@ -53,6 +55,9 @@ def start_command(
     Every check runs first (workflow, input, store, the session's one active
     run); only then is the run reserved, and its final id printed. Nothing
     runs until `pi-workflows activate --session S`; a host never starts it.
+    With --by-agent (the session's model started it) a failure or time-out
+    after it started gives the session's model one follow-up turn. Refused
+    (exit 2) while the session is owed a presentation turn.
 
     Example: pi-workflows start review "fixed the login bug" --session editor-1
     """
@@ -62,7 +67,7 @@ def start_command(
     prepared = replace(prepare_run(resolve_for(settings, paths.project, name), name, raw),
                        agent_dir=resolve_agent_dir(settings.pi_agent_dir))
     with open_store(settings, paths.store_file) as store:
-        row = start(store, prepared, owner)
+        row = start(store, prepared, owner, by_agent=by_agent)
     if as_json:
         emit_json(start_json(row))
     else:

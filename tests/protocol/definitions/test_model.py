@@ -133,3 +133,21 @@ def test_outgoing() -> None:
     wf = _rich()
     assert outgoing(wf, "a") == edge("a", "s")
     assert outgoing(wf, "n") is None
+
+
+def test_presentation_prompt_is_text_or_a_function_and_changes_the_digest_only_when_set(
+        ) -> None:
+    plain = define_workflow(name="p", start_at="a", nodes=[compute("a", fn)])
+    assert "presentationPrompt" not in snapshot(plain)  # earlier digests stay as they were
+    told = define_workflow(name="p", start_at="a", nodes=[compute("a", fn)],
+                           presentation_prompt="Tell the user.")
+    assert snapshot(told)["presentationPrompt"] == "Tell the user."
+    assert definition_digest(told) != definition_digest(plain)
+    computed = define_workflow(name="p", start_at="a", nodes=[compute("a", fn)],
+                               presentation_prompt=lambda state: "x")
+    assert computed.presentation_prompt is not None
+    for bad, words in ((42, "must be text or a function"), ("  ", "must not be empty"),
+                       ("x" * 50_001, "longer than 50,000 characters")):
+        with pytest.raises(DefinitionError, match=words):
+            define_workflow(name="p", start_at="a", nodes=[compute("a", fn)],
+                            presentation_prompt=bad)  # type: ignore[arg-type]

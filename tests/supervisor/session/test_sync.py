@@ -104,3 +104,40 @@ def test_a_paused_run_is_a_change_of_its_own_with_its_resume_command(
     assert sync.lines(held)[0] == "r1  flow  paused; `pi-workflows resume r1` continues it"
     store.unpause("r1")
     assert seen().runs[0]["change"] == "parked"
+
+
+def _model_run(store: Store, run_id: str = "r1") -> str:
+    store.reserve(run_id, SOURCE, {}, "s1", by_agent=True)
+    token = store.claim_by_id(run_id, "me", session="s1").token
+    store.mark_running(run_id, token)
+    return token
+
+
+def test_each_deferred_turn_says_what_happened_and_a_presentation_is_hidden(
+        store: Store, tmp_path: Path) -> None:
+    store.fail("r1", _model_run(store), "node_timed_out", "the node did not finish within 5 s.",
+               run_status="timed_out")
+    token = _model_run(store, "r2")
+    store.request_cancel("r2", by_session="s1")
+    store.cancel("r2", token)
+    store.owe_claim_lost_turn("s1", "r3", "plan", "a-1", workflow="flow")
+    store.enqueue_detached("r4", SOURCE, {}, notify_session="s1")
+    claim = store.claim_by_id("r4", "me")
+    store.mark_running("r4", claim.token)
+    store.finish("r4", claim.token, "completed", presentation="PROMPT AND FENCED DATA")
+    snapshot = sync.take(store, tmp_path, "s1", hold_follow_ups=True)
+    shown = {f["runId"]: f for f in snapshot.as_json()["followUps"]}
+    assert shown["r1"]["message"] == (
+        "Workflow flow (run r1), which you started, timed out after it started"
+        " [node_timed_out]: the node did not finish within 5 s. Inspect it (workflow tool,"
+        " action status) and tell the user; start it again only after you correct the cause.")
+    assert shown["r2"]["message"] == ("Workflow flow (run r2), which you cancelled, has now"
+                                      " stopped: it ended cancelled and nothing of it runs any"
+                                      " more.")
+    assert "step plan (attempt a-1) is not yours to answer" in shown["r3"]["message"]
+    assert shown["r4"]["message"] == "PROMPT AND FENCED DATA"
+    assert [shown[r]["kind"] for r in ("r1", "r2", "r3", "r4")] == [
+        "run_failed", "agent_cancelled", "claim_lost", "presentation"]
+    assert [shown[r]["hidden"] for r in ("r1", "r2", "r3", "r4")] == [False, False, False, True]
+    assert all(f["token"] == snapshot.held_token for f in shown.values())
+    assert "follow-up: the presentation of run r4 (flow)" in sync.lines(snapshot)
