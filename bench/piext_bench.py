@@ -576,9 +576,9 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench piext", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="example: python -m bench piext -n 8")
-    parser.add_argument("-n", "--iterations", type=int, default=5,
-                        help="samples of [1] and [3]; [2] runs each of its two cases"
-                             " max(1, n // 3) times (default 5)")
+    parser.add_argument("-n", "--iterations", type=int, default=12,
+                        help="samples of [1], [3] and [4b]; [2] runs each of its two cases"
+                             " max(1, n // 2) times (default 12: about 80 s idle)")
     parser.add_argument("--quick", action="store_true", help="one sample of each (a smoke run)")
     parser.add_argument("--only", default=",".join(SCENARIOS),
                         help=f"comma list of {', '.join(SCENARIOS)}")
@@ -600,7 +600,7 @@ def main(argv: list[str]) -> int:
         with rig(base, args.timeout) as r:
             for name in chosen:
                 title, goal_key, fn = SCENARIOS[name]
-                count = max(1, n // 3) if name == "footer" else n
+                count = max(1, n // 2) if name == "footer" else n
                 try:
                     report(title, goal_key, fn(r, count))
                 except (HarnessError, PiError) as exc:
