@@ -26,7 +26,10 @@ start is logged. The shim's own bash start-up (a few ms) is in every call.
    started for it, and a ``run NAME --session S`` started in another
    process; each sample is a store event's ``at`` (``running``, then
    ``done``) -> the first ``extension_ui_request`` ``setStatus`` after it
-   that shows the new state.
+   that shows the new state. Each change comes after a random pause of up
+   to 1.1 s: the bench waits on footers, which come at the end of the
+   extension's polls, so unpaused changes would all land at one phase of
+   its one-second poll.
 3. A plain prompt -> the first token from the scripted model (a text delta
    on Pi's stdout), with the server's receipt of the request in between.
    Each scenario is a function ``(Rig, n) -> Figures``; the later "in-session
@@ -53,6 +56,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import shlex
 import signal
 import statistics
@@ -383,6 +387,13 @@ def _event_at(r: Rig, run_id: str, kind: str, after: float) -> float:
     return float(found)
 
 
+def jitter() -> None:
+    """A random pause before a host-driven change: the bench waits for footers, which
+    come at the end of the extension's polls, so without it every change would land at
+    the same phase of the one-second poll."""
+    time.sleep(random.uniform(0.0, 1.1))
+
+
 def _release(r: Rig) -> None:
     r.project.release()
 
@@ -409,11 +420,13 @@ def host_to_footer(r: Rig, n: int) -> Figures:
         runner.send_signal(signal.SIGTERM)  # it parks the run; Pi stays open
         parked = _event_at(r, run_id, "parked", mark)
         out.add("parked (session runner) -> footer parked", _footer_lag(r, parked, "parked"))
+        jitter()
         host = r.project.start_host("--concurrency", "1", log="host.log")
         r.hosts.append(host)
         running = _event_at(r, run_id, "running", parked)
         out.add("host resumes: running -> footer running", _footer_lag(r, running, "running"))
         r.wait("the host's resumed node", lambda: len(held.read_text().split()) >= 2)
+        jitter()
         mark = now_ms()
         _release(r)
         done = _event_at(r, run_id, "done", mark)
@@ -423,6 +436,7 @@ def host_to_footer(r: Rig, n: int) -> Figures:
         r.wait("the session to settle", r.quiet)
         _unrelease(r)
         time.sleep(1.2)  # the extension is back to its idle watch (a stat each second)
+        jitter()
         mark = now_ms()
         with open(r.base / "elsewhere.out", "ab") as sink:
             r.children.append(subprocess.Popen(
@@ -434,6 +448,7 @@ def host_to_footer(r: Rig, n: int) -> Figures:
         out.add("run --session elsewhere: running -> footer running",
                 _footer_lag(r, running, "running"))
         r.wait("the held node", held.exists)
+        jitter()
         mark = now_ms()
         _release(r)
         done = _event_at(r, run_id, "done", mark)
