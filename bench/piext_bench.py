@@ -159,8 +159,8 @@ class CallLog:
         return [c for c in self.calls() if a <= c.start <= b]
 
 
-def write_shim(path: Path, log: Path) -> Path:
-    path.write_text(SHIM.format(log=shlex.quote(str(log)), real=shlex.quote(str(BIN))))
+def write_shim(path: Path, log: Path, real: Path) -> Path:
+    path.write_text(SHIM.format(log=shlex.quote(str(log)), real=shlex.quote(str(real))))
     path.chmod(0o755)
     return path
 
@@ -221,6 +221,7 @@ class Rig:
     pi: StampedPi
     log: CallLog
     timeout: float
+    real_bin: Path = BIN  # what the shim runs
     session: str = ""
     children: list[subprocess.Popen[bytes]] = field(default_factory=list)
     hosts: list[HostProcess] = field(default_factory=list)
@@ -255,18 +256,20 @@ class Rig:
 
 
 @contextlib.contextmanager
-def rig(base: Path, timeout: float) -> Iterator[Rig]:
+def rig(base: Path, timeout: float, extension: Path | None = None,
+        real_bin: Path = BIN) -> Iterator[Rig]:
     project = bench_project(base, "piext", base / "home", "node")
     project.write_workflow("quick", QUICK)
     project.write_workflow("flow", FLOW)
     log = CallLog(base / "calls.tsv")
-    shim = write_shim(base / "pi-workflows-shim", log.path)
+    shim = write_shim(base / "pi-workflows-shim", log.path, real_bin)
     with ScriptedModel(route) as model:
         pi_env = pi_env_for(project, model, base / "pi")
         pi_env.env["PI_WORKFLOWS_BIN"] = str(shim)
-        pi = StampedPi(pi_env, "-e", str(extension_path()), "--session-dir",
+        pi = StampedPi(pi_env, "-e", str(extension or extension_path()), "--session-dir",
                        str(pi_env.agent_dir / "sessions"), session=True)
-        r = Rig(base, project, model, pi, log, timeout, clock=time.time() - time.monotonic())
+        r = Rig(base, project, model, pi, log, timeout, real_bin,
+                clock=time.time() - time.monotonic())
         try:
             pi.wait_ready(timeout)
             r.session = session_id(pi)
@@ -535,12 +538,12 @@ def references(r: Rig, n: int) -> Figures:
     cases = [
         ("python -c pass", [sys.executable, "-c", "pass"], {}),
         ("status --nodes --session S --json (fast path)",
-         [str(BIN), "status", "--nodes", "--session", r.session, *where, "--json"], {}),
+         [str(r.real_bin), "status", "--nodes", "--session", r.session, *where, "--json"], {}),
         ("the same through typer (PI_WORKFLOWS_NO_FAST_CLI=1)",
-         [str(BIN), "status", "--nodes", "--session", r.session, *where, "--json"],
+         [str(r.real_bin), "status", "--nodes", "--session", r.session, *where, "--json"],
          {"PI_WORKFLOWS_NO_FAST_CLI": "1"}),
         ("activate --session NOBODY (nothing to do; typer)",
-         [str(BIN), "activate", "--session", "nobody", *where], {}),
+         [str(r.real_bin), "activate", "--session", "nobody", *where], {}),
     ]
     for _ in range(max(3, n)):  # interleaved, so a busy spell hits every case
         for name, argv, extra in cases:
@@ -599,6 +602,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--only", default=",".join(SCENARIOS),
                         help=f"comma list of {', '.join(SCENARIOS)}")
     parser.add_argument("--timeout", type=float, default=45.0, help="deadline of each wait (s)")
+    parser.add_argument("--extension", type=Path, default=None,
+                        help="load this extension file instead of this checkout's (to try a"
+                             " change before making it; it must resolve this checkout's"
+                             " node_modules, so keep it inside the checkout)")
+    parser.add_argument("--real-bin", type=Path, default=BIN,
+                        help="the pi-workflows the call-logging shim runs (default: this"
+                             " checkout's)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     chosen = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -613,7 +623,11 @@ def main(argv: list[str]) -> int:
     print(f"piext bench: python {sys.version.split()[0]}, {os.cpu_count()} CPU(s), load average"
           f" {load_average()}; n={n}; dir {base}")
     try:
-        with rig(base, args.timeout) as r:
+        if args.extension or args.real_bin != BIN:
+            print(f"  trying: extension {args.extension or 'this checkout'}, pi-workflows"
+                  f" {args.real_bin}")
+        extension = args.extension.resolve() if args.extension else None
+        with rig(base, args.timeout, extension, args.real_bin.resolve()) as r:
             for name in chosen:
                 title, goal_key, fn = SCENARIOS[name]
                 count = max(1, n // 2) if name == "footer" else n
