@@ -66,6 +66,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -315,6 +316,13 @@ def goal(values: list[float], limit: float) -> str:
     return f"goal p50 <= {limit:.0f} ms: {'met' if p50 <= limit else 'NOT met'}"
 
 
+def _at(call: Call | None, edge: str) -> float | None:
+    """A call's start or end (None for no call, or a runner's end)."""
+    if call is None:
+        return None
+    return call.start if edge == "start" else call.end
+
+
 def _first_after(calls: list[Call], kind: str, after: float) -> Call | None:
     return next((c for c in calls if c.kind == kind and c.start >= after), None)
 
@@ -356,12 +364,12 @@ def turn_to_node(r: Rig, n: int) -> Figures:
             continue
         out.add("agent_end -> first node_started", t.node_started - ended)
         steps: list[tuple[str, float | None, float | None]] = [
-            ("agent_end -> settle's status starts", ended, status and status.start),
-            ("status --nodes (wall)", status and status.start, status and status.end),
-            ("status end -> sync starts", status and status.end, sync and sync.start),
-            ("sync --hold-follow-ups (wall)", sync and sync.start, sync and sync.end),
-            ("sync end -> activate exec'd", sync and sync.end, act and act.start),
-            ("activate exec'd -> its runner row (imports, store)", act and act.start,
+            ("agent_end -> settle's status starts", ended, _at(status, 'start')),
+            ("status --nodes (wall)", _at(status, 'start'), _at(status, 'end')),
+            ("status end -> sync starts", _at(status, 'end'), _at(sync, 'start')),
+            ("sync --hold-follow-ups (wall)", _at(sync, 'start'), _at(sync, 'end')),
+            ("sync end -> activate exec'd", _at(sync, 'end'), _at(act, 'start')),
+            ("activate exec'd -> its runner row (imports, store)", _at(act, 'start'),
              registered),
             ("runner row -> claim (store starting)", registered, t.claimed),
             ("claim -> worker process started", t.claimed, t.created),
@@ -446,7 +454,7 @@ def host_to_footer(r: Rig, n: int) -> Figures:
                 [sys.executable, "-m", "pi_workflows", "run", "flow", "hold", "--session",
                  r.session, "--project", str(r.project.root)], env=r.project.env,
                 stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT))
-        run_id = r.wait("the run elsewhere", lambda mark=mark: _newest(r, mark))
+        run_id = str(r.wait("the run elsewhere", partial(_newest, r, mark)))
         running = _event_at(r, run_id, "running", mark)
         out.add("run --session elsewhere: running -> footer running",
                 _footer_lag(r, running, "running"))
