@@ -70,6 +70,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import psutil
 from pi_workflows.protocol.states import TERMINAL
 from pi_workflows.protocol.store import Store
 
@@ -278,6 +279,7 @@ def rig(base: Path, timeout: float, extension: Path | None = None,
         finally:
             pi.close()
             kill_activations(project)
+            _wait_shims(shim, timeout)
             for child in r.children:
                 if child.poll() is None:
                     child.kill()
@@ -285,6 +287,23 @@ def rig(base: Path, timeout: float, extension: Path | None = None,
             for host in r.hosts:
                 if host.poll() is None:
                     project.stop_host(host)
+
+
+def _wait_shims(shim: Path, timeout: float) -> None:
+    """Until no call the extension started is still running: Pi does not end its children
+    when it exits, and a late one would write its log line into the removed directory."""
+    def running() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if str(shim) in proc.cmdline():
+                    found.append(proc)
+        return found
+
+    if poll(lambda: not running(), timeout, 0.05) is None:
+        for proc in running():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
 
 # ---- figures -----------------------------------------------------------------------
