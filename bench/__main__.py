@@ -27,6 +27,8 @@ BENCHES: dict[str, tuple[str, str]] = {
               "DBOS Transact vs one host, interleaved: workflows/s, latency, kill -9 recovery"),
     "agent": ("bench.agent_bench",
               "agent steps in the real Pi: cold vs warmed start, bridge overhead per step, RSS"),
+    "piext": ("bench.piext_bench",
+              "the Pi extension in a real Pi: end of turn -> first node, footer lag, CLI calls"),
     "cli": ("bench.cli_bench",
             "CLI start-up: status/list/sync --json, run --detach, --help vs python -c pass"),
 }
