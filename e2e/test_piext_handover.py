@@ -7,7 +7,9 @@ own conversation and completes."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -180,4 +182,46 @@ def test_criterion_2_kill_9_of_pi_mid_response_no_host_the_reopened_pi_resumes_t
         assert steps_shown[1]["details"]["attempt"] == _attempt(retry)
         status = project.cli("status", run, "--json").stdout
         assert '"teal"' in status
+        drill.check()
+
+
+@pytest.mark.timeout(240)
+def test_a_claim_lost_mid_step_owes_the_session_one_turn_saying_the_step_is_not_its_own(
+        project: Project, tmp_path: Path) -> None:
+    project.env["PI_WORKFLOWS_LEASE_MS"] = "3000"
+    project.env["PI_WORKFLOWS_RENEW_MS"] = "500"
+    project.write_workflow("ask", ASK)
+    stall = Stall("Let me think about", " colours", timeout=120)
+    brain = _brain(stall)
+
+    def decide(request: Request) -> Reply | None:
+        if "not yours to answer" in message_text(request.messages[-1]):
+            return Text("Understood: the host has that step now.")
+        return brain(request)
+
+    with extension_drill(project, decide, tmp_path / "pi") as drill:
+        _use_one_agent_dir(drill)
+        pi, run, _ = _mid_step(drill, stall)
+        [worker] = [p for p in project.state_processes(run) if p["role"] == "worker"]
+        os.kill(worker["pid"], signal.SIGSTOP)  # frozen: its lease runs out
+        try:
+            project.start_host()
+            wait_for(lambda: _state(project, run) == "done", 90,
+                     what="the host to take the run over and finish it")
+        finally:
+            os.kill(worker["pid"], signal.SIGCONT)
+        # The thawed worker finds its claim gone, and the session is owed one turn.
+        wait_for(lambda: not alive(worker["pid"]), STEP_S, what="the thawed worker to exit")
+        stall.release()  # the session's own turn ends; the follow-up comes at the boundary
+        told = wait_for(lambda: [m for m in custom(pi) if (m.get("details") or {}).get(
+            "intentId")], STEP_S, what="the claim-lost follow-up", diag=pi.diagnose)
+        assert len(told) == 1 and "not yours to answer" in text_of(told[0]), told
+        wait_for(lambda: [r for r in drill.model.completions
+                          if "not yours to answer" in message_text(r.messages[-1])],
+                 STEP_S, what="the model's turn about it")
+        feed = _feed(project, run)
+        assert feed.count("done") == 1, feed
+        assert _via(project, run) == ["session", "headless"]
+        pi.request({"type": "prompt", "message": "/workflow status"})
+        assert len([m for m in custom(pi) if (m.get("details") or {}).get("intentId")]) == 1
         drill.check()

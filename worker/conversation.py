@@ -134,6 +134,9 @@ class SessionExecutor:
         self._conn: Connection | None = None
         self._gone: str | None = None  # why in-session steps are off for this run
         self._lock = threading.Lock()
+        # The step delivered into the conversation and not (yet) judged: if the
+        # claim is lost meanwhile, the session is owed a turn saying so.
+        self.pending: tuple[str, str] | None = None
 
     def _connection(self) -> Connection | None:
         with self._lock:
@@ -164,7 +167,11 @@ class SessionExecutor:
             if self._headless is None:
                 self._headless = self._make_headless()
             return self._headless.run(request, hooks, stop)
-        return _Step(conn, request, hooks, self.reminders, self._park).run(stop)
+        self.pending = (request.node_id, request.attempt_id)
+        result = _Step(conn, request, hooks, self.reminders, self._park).run(stop)
+        if result.outcome != Outcome.CANCELLED:
+            self.pending = None  # judged: accepted, or failed for want of a submission
+        return result
 
 
 class _Step:

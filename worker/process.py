@@ -338,6 +338,31 @@ class _LazyAgent:
         if callable(close):
             close()
 
+    def pending_step(self) -> tuple[str, str] | None:
+        """The in-session step delivered and not judged, if any (node, attempt)."""
+        pending = getattr(self._agent, "pending", None)
+        return pending if isinstance(pending, tuple) else None
+
+
+def owe_lost_step_turn(store: Store, claim: Claim, agent: _LazyAgent) -> None:
+    """The claim went while the session's conversation had a step of it: tell the session.
+
+    Only for in-session steps (``pending_step``); the store records the turn
+    once per attempt, so a second call or a crash between is harmless.
+    """
+    pending = agent.pending_step()
+    if pending is None:
+        return
+    row = store.get(claim.run_id)
+    session = None if row is None else row.origin_session
+    if session is None:
+        return
+    try:
+        store.owe_claim_lost_turn(session, claim.run_id, pending[0], pending[1],
+                                  workflow=None if row is None else row.workflow)
+    except PiWorkflowsError as exc:  # a busy store: the session's next catch-up still shows it
+        sys.stderr.write(f"pi-workflows worker {claim.run_id}: {exc.code}: {exc.message}\n")
+
 
 def agent_executor(settings: WorkerConfig, paths: Paths, store: Store, claim: Claim,
                    control: Control) -> AgentExecutor:
@@ -384,6 +409,7 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
                                park_grace_s=settings.park_grace_s, agent=agent,
                                engine_hook=on_engine)
     except ClaimLost:
+        owe_lost_step_turn(store, claim, agent)
         return WorkerExit.CLAIM_LOST
     except BundleCorrupt as exc:
         # The bundle cannot be written (raised before the engine runs, by the
@@ -421,5 +447,6 @@ def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, sto
         stop.set()
         nudge.set()  # the renewal thread sees the stop now
     if lost.is_set() and result.outcome == PARKED:
+        owe_lost_step_turn(store, claim, agent)
         return WorkerExit.CLAIM_LOST
     return WorkerExit.PARKED if result.outcome == PARKED else WorkerExit.FINISHED
