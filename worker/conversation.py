@@ -123,7 +123,8 @@ class SessionExecutor:
 
     def __init__(self, address: str, *, run_id: str, workflow: str | None, session: str | None,
                  reminders: int, headless: Callable[[], AgentExecutor],
-                 park: Callable[[], None]) -> None:
+                 park: Callable[[], None],
+                 delivered: Callable[[], None] = lambda: None) -> None:
         self.address = address
         self.hello: Message = {"runId": run_id, "workflow": workflow, "session": session,
                                "pid": os.getpid()}
@@ -131,6 +132,7 @@ class SessionExecutor:
         self._make_headless = headless
         self._headless: AgentExecutor | None = None
         self._park = park
+        self._delivered = delivered  # a step message reached the session: a natural turn
         self._conn: Connection | None = None
         self._gone: str | None = None  # why in-session steps are off for this run
         self._lock = threading.Lock()
@@ -168,6 +170,8 @@ class SessionExecutor:
                 self._headless = self._make_headless()
             return self._headless.run(request, hooks, stop)
         self.pending = (request.node_id, request.attempt_id)
+        with contextlib.suppress(Exception):  # bookkeeping only: never the step's failure
+            self._delivered()
         result = _Step(conn, request, hooks, self.reminders, self._park).run(stop)
         if result.outcome != Outcome.CANCELLED:
             self.pending = None  # judged: accepted, or failed for want of a submission

@@ -372,12 +372,19 @@ def agent_executor(settings: WorkerConfig, paths: Paths, store: Store, claim: Cl
     from .conversation import SessionExecutor
 
     row = store.get(claim.run_id)
+    session = None if row is None else row.origin_session
+
+    def delivered() -> None:
+        # The step message itself tells the model where the run stands: a turn
+        # owed for a claim lost earlier is moot, not sent as well.
+        if session is not None:
+            store.supersede_turns(session, claim.run_id)
+
     return SessionExecutor(settings.conversation, run_id=claim.run_id,
-                           workflow=None if row is None else row.workflow,
-                           session=None if row is None else row.origin_session,
+                           workflow=None if row is None else row.workflow, session=session,
                            reminders=settings.agent_reminders,
                            headless=lambda: pi_executor(settings, paths, store, claim),
-                           park=control.request_park)
+                           park=control.request_park, delivered=delivered)
 
 
 def _execute(args: argparse.Namespace, settings: WorkerConfig, paths: Paths, store: Store,

@@ -14,7 +14,7 @@ from ..limits import encode_payload, validate_key, validate_run_id
 from .base import StoreBase, intent_id_for, new_token
 from .db import ConstraintViolation
 from .records import Notification, RunEvent, TurnIntent
-from .turns import CLAIM_LOST, owe_turn
+from .turns import CLAIM_LOST, owe_turn, supersede
 
 NOTIFICATION_KINDS = ("progress", "final")
 
@@ -194,6 +194,12 @@ class FeedOps(StoreBase):
                          (session_id, run_id, intent_id_for(
                              session_id, run_id, CLAIM_LOST, f"{node_id}/{attempt_id}")))
         return (None if row is None else TurnIntent.from_row(row)), created
+
+    def supersede_turns(self, session_id: str, run_id: str) -> int:
+        """A natural turn about ``run_id`` (its next step message) reaches the session:
+        its moot pending intents (a claim lost earlier) are resolved, not sent as well."""
+        with self._db.transaction() as tx:
+            return supersede(tx, session_id, run_id, self._now())
 
     def claim_turn_intents(self, session_id: str, *, limit: int = 10,
                            lease_ms: int | None = None) -> tuple[str, list[TurnIntent]]:

@@ -69,6 +69,25 @@ def presentation_pending(tx: Tx, session_id: str) -> str | None:
     return None if value is None else str(value)
 
 
+# Pending intents a natural turn about the same run makes moot: the next step
+# message or the run's presentation tells the model where things stand.
+SUPERSEDED_BY_A_NATURAL_TURN = (CLAIM_LOST,)
+
+
+def supersede(tx: Tx, session_id: str, run_id: str, now: int) -> int:
+    """Inside the caller's transaction: resolve the run's moot pending intents, unleased only.
+
+    One being delivered right now (leased) is left to its delivery, so the
+    session never gets it half-resolved. Returns how many were resolved.
+    """
+    marks = ",".join("?" * len(SUPERSEDED_BY_A_NATURAL_TURN))
+    return tx.execute(
+        "UPDATE workflow_turn_intents SET state = 'resolved', resolved_at = ? WHERE"
+        " session_id = ? AND run_id = ? AND state = 'pending' AND (claim_token IS NULL"
+        f" OR claim_expires_at <= ?) AND source_event IN ({marks})",
+        (now, session_id, run_id, now, *SUPERSEDED_BY_A_NATURAL_TURN))
+
+
 def owe_turn(tx: Tx, session_id: str, run_id: str, source_event: str, cause: str,
              payload: dict[str, Any], now: int) -> bool:
     """Inside the caller's transaction: one intent for this end of the run, at most once.
@@ -77,8 +96,12 @@ def owe_turn(tx: Tx, session_id: str, run_id: str, source_event: str, cause: str
     after a crash) it finds the first and creates nothing. A run already
     owing the session a turn (one pending intent per run and session) keeps
     that one: the session gets one turn, and the lifecycle move that asked
-    never fails for it. True if it created the intent.
+    never fails for it; but a presentation, a natural turn about the run,
+    resolves a moot one (``supersede``) and is owed instead. True if it
+    created the intent.
     """
+    if source_event == PRESENTATION:
+        supersede(tx, session_id, run_id, now)
     if tx.one("SELECT 1 FROM workflow_turn_intents WHERE run_id = ? AND session_id = ?"
               " AND state = 'pending'", (run_id, session_id)):
         return False

@@ -186,3 +186,31 @@ def test_settling_twice_creates_nothing_more(store: Store) -> None:
     with pytest.raises(ClaimLost):
         store.fail("r1", token, "node_failed", "failed")
     assert len(store.list_turn_intents()) == 1
+
+
+def test_a_natural_turn_resolves_a_moot_claim_lost_turn_instead_of_sending_both(
+        store: Store) -> None:
+    token = _running(store, by_agent=False)
+    store.owe_claim_lost_turn("s1", "r1", "plan", "a-1")
+    # The run's presentation is the one turn the session gets about it.
+    store.finish("r1", token, "completed", presentation="Tell the user about it.")
+    assert _pending(store) == [(PRESENTATION, "completed")]
+    states = {i.source_event: i.state for i in store.list_turn_intents()}
+    assert states == {CLAIM_LOST: "resolved", PRESENTATION: "pending"}
+
+
+def test_the_next_step_message_resolves_a_claim_lost_turn_unless_it_is_being_delivered(
+        store: Store) -> None:
+    _running(store)
+    store.owe_claim_lost_turn("s1", "r1", "plan", "a-1")
+    assert store.supersede_turns("other", "r1") == 0  # another session's: untouched
+    token, [leased] = store.claim_turn_intents("s1")
+    assert store.supersede_turns("s1", "r1") == 0  # on its way to the session: left to it
+    assert store.release_turn_intent(leased.intent_id, token)
+    assert store.supersede_turns("s1", "r1") == 1
+    assert _pending(store) == []
+    # A failure or a cancel is news, not moot: a step message does not resolve it.
+    token2 = _running(store, "r2", session="s2")
+    store.fail("r2", token2, "node_failed", "failed")
+    assert store.supersede_turns("s2", "r2") == 0
+    assert _pending(store, "s2") == [(RUN_FAILED, "node_failed")]
