@@ -57,6 +57,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import shlex
 import signal
 import statistics
@@ -71,6 +72,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.states import TERMINAL
 from pi_workflows.protocol.store import Store
 
@@ -85,7 +87,7 @@ from e2e.piext_kit import (
     session_id,
     start,
 )
-from e2e.scripted_model import Reply, Request, ScriptedModel, Text, ToolCalls
+from e2e.scripted_model import Reply, Request, ScriptedModel, Text, ToolCalls, call
 from e2e.sessions_kit import FLOW, QUICK, query
 
 from .host_common import PROJECTS, bench_project, finish_bench, load_average, pct, timelines
@@ -200,13 +202,31 @@ class StampedPi(PiRpc):
                 if e.get("method") == "setStatus"]
 
 
+# The step contract's own line names the attempt that counts (a retry note names another).
+CONTRACT = re.compile(r"step ([\w-]+), attempt ([\w-]+)\.")
+# One agent node: the in-session step of figure [3].
+ASK = """
+from pi_workflows import agent, define_workflow
+
+workflow = define_workflow(
+    start_at="ask",
+    nodes=[agent("ask", "Say a colour.", expected_output={"type": "object"})],
+)
+"""
+
+
 def route(request: Request) -> Reply:
     """The scripted model: ``start NAME WORDS`` -> the workflow tool's start, then a line;
-    any other prompt -> a plain text reply."""
+    a step message -> its submission; any other prompt -> a plain text reply."""
     last = request.messages[-1] if request.messages else {}
     if last.get("role") == "tool":
         return Text("Queued; it runs after this turn.")
     users = request.texts("user")
+    step = CONTRACT.findall(users[-1]) if users else []
+    if step:
+        node, attempt = step[-1]
+        return ToolCalls(call("workflow", {"action": "submit", "step": node,
+                                           "attempt": attempt, "output": {"colour": "teal"}}))
     words = users[-1].split() if users else []
     if len(words) >= 2 and words[0] == "start":
         return ToolCalls(start(words[1], task=" ".join(words[2:]) or "done"))
@@ -234,7 +254,7 @@ class Rig:
         sent = now_ms()
         response = self.pi.request({"type": "prompt", "message": text}, self.timeout)
         if not response.get("success"):
-            raise PiError(f"prompt refused: {response}")
+            raise PiError(f"prompt {text!r} refused: {response}")
         end = self.pi.read_until("agent_end", self.timeout)[-1]
         return sent, float(end["_at"])
 
@@ -263,6 +283,7 @@ def rig(base: Path, timeout: float, extension: Path | None = None,
     project = bench_project(base, "piext", base / "home", "node")
     project.write_workflow("quick", QUICK)
     project.write_workflow("flow", FLOW)
+    project.write_workflow("ask", ASK)
     log = CallLog(base / "calls.tsv")
     shim = write_shim(base / "pi-workflows-shim", log.path, real_bin)
     with ScriptedModel(route) as model:
@@ -500,6 +521,7 @@ def prompt_to_token(r: Rig, n: int) -> Figures:
     out = Figures()
     for _ in range(n):
         r.wait("the session to settle", r.quiet)
+        r.wait("the agent to be idle", partial(_idle, r))
         time.sleep(0.3)
         before = len(r.model.completions)
         sent, _ = r.turn("say hello")
@@ -513,6 +535,73 @@ def prompt_to_token(r: Rig, n: int) -> Figures:
             out.add("  prompt sent -> model request at the server", at - sent)
             out.add("  server receipt -> first text delta",
                     None if token is None else token - at)
+    return out
+
+
+def _first_delta(r: Rig, after: float) -> float | None:
+    """When the first streamed piece (text or a tool call) of a reply arrived after ``after``."""
+    return next((float(e["_at"]) for e in r.pi.stamped("message_update", after)
+                 if (e.get("assistantMessageEvent") or {}).get("type") in (
+                     "text_delta", "toolcall_start")), None)
+
+
+def _idle(r: Rig) -> bool:
+    state = r.pi.request({"type": "get_state"}, r.timeout)
+    return (state.get("data") or {}).get("isStreaming") is False
+
+
+def _step_shown(r: Rig, after: float) -> float | None:
+    """When a step message entered the conversation after ``after``."""
+    for e in r.pi.stamped("message_start", after):
+        message = e.get("message") or {}
+        if message.get("role") == "custom" and (message.get("details") or {}).get(
+                "kind") == "step":
+            return float(e["_at"])
+    return None
+
+
+def step_to_token(r: Rig, n: int) -> Figures:
+    """[3b] an in-session step message -> the model's first token, beside a plain prompt's."""
+    out = Figures()
+    for _ in range(n):
+        r.wait("the session to settle", r.quiet)
+        r.wait("the agent to be idle", partial(_idle, r))
+        time.sleep(0.3)
+        sent, _ = r.turn("say hello")
+        plain = _first_delta(r, sent)
+        out.add("plain prompt sent -> first streamed delta", None if plain is None
+                else plain - sent)
+        r.wait("the agent to be idle", partial(_idle, r))  # agent_end comes a little before
+        began, ended = r.turn("start ask")
+        # The step's own turn may be over already: take the start call's end, not the last.
+        result = next((e["result"] for e in r.pi.stamped("tool_execution_end", began)
+                       if ((e.get("result") or {}).get("details") or {}).get("action")
+                       == "start"), {})
+        run_id = (result.get("details") or {}).get("runId")
+        if not run_id:
+            out.notes.append(f"start refused: {str(result.get('content'))[:200]}")
+            continue
+        shown = r.wait("the step message in the conversation", partial(_step_shown, r, ended))
+        token = r.wait("the step's first token", partial(_first_delta, r, shown))
+        with r.project.store() as store:
+            r.wait(f"run {run_id} to finish", partial(_settled, store, run_id))
+        # The step's turn ends too: read its agent_end, so the next turn waits for its own.
+        r.pi.read_until("agent_end", r.timeout)
+        out.add("step message in the conversation -> first streamed delta", token - shown)
+        # The worker's record of the prompt (trace time, ms) -> Pi showing the message.
+        written = next((float(e["at"]) for e in Bundle(r.project.paths.runs_dir, run_id)
+                        .scan().events if e["type"] == "agent_prompt_sent"), None)
+        out.add("  worker sent the step -> message in the conversation",
+                None if written is None else shown - written)
+        if plain is not None:
+            out.add("  step's first delta minus the plain prompt's (same session)",
+                    (token - shown) - (plain - sent))
+    plain_ms = out.samples.get("plain prompt sent -> first streamed delta", [])
+    step_ms = out.samples.get("step message in the conversation -> first streamed delta", [])
+    if plain_ms and step_ms:
+        gap = pct(step_ms, 0.5) - pct(plain_ms, 0.5)
+        out.notes.append(f"p50 step minus p50 plain prompt: {gap:+.0f} ms   goal within 50 ms:"
+                         f" {'met' if gap <= 50 else 'NOT met'}")
     return out
 
 
@@ -590,6 +679,8 @@ SCENARIOS: dict[str, tuple[str, str | None, Callable[[Rig, int], Figures]]] = {
     "footer": ("[2] host-driven change -> footer changed", "footer", host_to_footer),
     "token": ("[3] plain Pi prompt -> first token (the baseline for an in-session step)",
               None, prompt_to_token),
+    "step": ("[3b] in-session step message -> the model's first token", None,
+             step_to_token),
     "calls": ("[4] pi-workflows calls the extension makes per turn", None, calls_per_turn),
     "refs": ("[4b] the same CLI calls run directly, no extension (wall, interleaved)", None,
              references),

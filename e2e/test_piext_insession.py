@@ -81,7 +81,8 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
     def right(request: Request) -> Reply:
         return ToolCalls(submit(_step_attempt(request), {"answer": "teal"}))
 
-    script = steps(ToolCalls(start("ask", task="the sea")), Text("Queued."), wrong, right)
+    script = steps(ToolCalls(start("ask", task="the sea")), Text("Queued."), wrong, right,
+                   Text("It was teal."))
     with extension_drill(project, script, tmp_path / "pi") as drill:
         pi = drill.open()
         assert pi.request({"type": "prompt",
@@ -113,6 +114,13 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
         kinds = [p.get("kind") for p in project.state_processes(run)]
         assert "pi" not in kinds, kinds
         assert len(drill.model.completions) == 4
+        # The conversation goes on as normal once the run is done.
+        wait_for(lambda: pi.request({"type": "get_state"}, STEP_S)["data"].get(
+            "isStreaming") is False, STEP_S, what="the step's turn to end")
+        thanks = pi.request({"type": "prompt", "message": "Thanks. What colour was it?"})
+        assert thanks["success"], thanks
+        drill.model.wait_for_requests(5, STEP_S)
+        assert "teal" in all_text(drill.model.completions[4])
         drill.check()
 
 
