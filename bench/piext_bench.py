@@ -561,7 +561,7 @@ def _step_shown(r: Rig, after: float) -> float | None:
 
 
 def step_to_token(r: Rig, n: int) -> Figures:
-    """[3b] an in-session step message -> the model's first token, beside a plain prompt's."""
+    """[1b] an in-session step message -> the model's first token, beside a plain prompt's."""
     out = Figures()
     for _ in range(n):
         r.wait("the session to settle", r.quiet)
@@ -676,11 +676,11 @@ def references(r: Rig, n: int) -> Figures:
 SCENARIOS: dict[str, tuple[str, str | None, Callable[[Rig, int], Figures]]] = {
     "turn": ("[1] end of turn -> the model-started run's first node started", "turn",
              turn_to_node),
+    "step": ("[1b] in-session step message -> the model's first token", None,
+             step_to_token),
     "footer": ("[2] host-driven change -> footer changed", "footer", host_to_footer),
     "token": ("[3] plain Pi prompt -> first token (the baseline for an in-session step)",
               None, prompt_to_token),
-    "step": ("[3b] in-session step message -> the model's first token", None,
-             step_to_token),
     "calls": ("[4] pi-workflows calls the extension makes per turn", None, calls_per_turn),
     "refs": ("[4b] the same CLI calls run directly, no extension (wall, interleaved)", None,
              references),
