@@ -1,0 +1,111 @@
+"""Escape during an in-session agent step holds the step, in a real Pi (RPC mode, the
+scripted model): the RPC ``abort`` while the model is mid-response ends the turn
+aborted; the worker sends no reminder and the run stays running at the node, the footer
+says the step is held, and ``/workflow resume`` delivers the same attempt again, which
+the model then submits. The terminal's version (Escape on a pty) is
+``e2e/test_piext_tui.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .agents_kit import attempts_seen, submit
+from .harness import Project, wait_for
+from .pi_env import PiRpc
+from .piext_kit import STEP_S, custom, extension_drill, start, statuses, steps, wait_status
+from .scripted_model import Reply, Request, Stall, Text, ToolCalls
+from .sessions_kit import query
+
+pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
+ASK = '''
+from pi_workflows import agent, compute, define_workflow, edge
+
+workflow = define_workflow(
+    start_at="ask",
+    nodes=[
+        agent("ask", lambda ctx: "Name a colour for " + ctx.input.get("task", ""),
+              expected_output={"type": "object", "required": ["answer"],
+                               "properties": {"answer": {"type": "string"}}}),
+        compute("finish", lambda ctx: {"answer": ctx.outputs["ask"]["answer"]}),
+    ],
+    edges=[edge("ask", "finish")],
+)
+'''
+
+
+def _run_id(pi: PiRpc) -> str | None:
+    for e in pi.events:
+        if e.get("type") == "tool_execution_end":
+            run = ((e.get("result") or {}).get("details") or {}).get("runId")
+            if run:
+                return str(run)
+    return None
+
+
+def _status(project: Project, run: str) -> dict[str, Any]:
+    return dict(json.loads(project.cli("status", run, "--json").stdout))
+
+
+def _steps_delivered(pi: PiRpc) -> list[dict[str, Any]]:
+    return [m for m in custom(pi) if (m.get("details") or {}).get("kind") in ("step", "remind")]
+
+
+@pytest.mark.timeout(180)
+def test_abort_mid_response_holds_the_step_and_resume_delivers_it_again(
+        project: Project, tmp_path: Path) -> None:
+    project.write_workflow("ask", ASK)
+    stall = Stall("Let me think", timeout=120.0)
+
+    def right(request: Request) -> Reply:
+        seen = attempts_seen(request)
+        assert seen, request.describe()
+        return ToolCalls(submit(seen[-1], {"answer": "amber"}))
+
+    script = steps(ToolCalls(start("ask", task="autumn")), Text("Queued."), stall, right)
+    with extension_drill(project, script, tmp_path / "pi") as drill:
+        pi = drill.open()
+        assert pi.request({"type": "prompt", "message": "run ask"})["success"]
+        run = wait_for(lambda: _run_id(pi), STEP_S, what="the queued run", diag=pi.diagnose)
+
+        # The step's turn is mid-response: the user stops it (Escape; here RPC abort).
+        stall.wait_reached(STEP_S)
+        assert pi.request({"type": "abort"}, STEP_S)["success"]
+        assert stall.wait_done(STEP_S) == "disconnected"
+        held = wait_status(pi, lambda s: "held" in s, what="the footer to say held")
+        assert held.startswith("workflow ask: running at ask"), held
+        assert "/workflow resume delivers the step again" in held
+
+        # Held: the run is still running at its node, and the turn's end was not
+        # answered with a reminder (the worker reads `settled` before `redeliver`, so a
+        # reminder would be in the conversation before the second step message).
+        status = _status(project, run)
+        assert (status["queueState"], status["currentNode"]) == ("running", "ask"), status
+        [first] = _steps_delivered(pi)
+        assert first["details"]["kind"] == "step"
+
+        assert pi.request({"type": "prompt", "message": "/workflow resume"}, STEP_S)["success"]
+        wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                               (run,))[0]["state"] == "done", STEP_S,
+                 what="the run to finish", diag=pi.diagnose)
+        status = _status(project, run)
+        assert status["runStatus"] == "completed", status
+        assert status["finalOutput"] == {"answer": "amber"}
+
+        kinds = [m["details"]["kind"] for m in _steps_delivered(pi)]
+        assert kinds == ["step", "step"], kinds
+        again = _steps_delivered(pi)[1]
+        assert again["details"]["attempt"] == first["details"]["attempt"]
+        assert again["details"]["runId"] == run
+        sent = [e for e in project.events(run) if e["type"] == "agent_prompt_sent"]
+        assert [e["payload"]["via"] for e in sent] == ["session", "session"]
+        # The footer left `held` once the step was delivered again, and shows the end.
+        wait_status(pi, lambda s: s.startswith("workflow ask: completed"),
+                    what="the footer to say completed")
+        assert "held" not in statuses(pi)[-1], statuses(pi)
+        assert len(drill.model.completions) == 4
+        drill.check()
