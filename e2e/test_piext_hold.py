@@ -2,12 +2,14 @@
 scripted model): the RPC ``abort`` while the model is mid-response ends the turn
 aborted; the worker sends no reminder and the run stays running at the node, the footer
 says the step is held, and ``/workflow resume`` delivers the same attempt again, which
-the model then submits. The terminal's version (Escape on a pty) is
+the model then submits. A held step's node timeout keeps running: the run times out
+at the node, with no reminder and no turn. The terminal's version (Escape on a pty) is
 ``e2e/test_piext_tui.py``."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +18,23 @@ import pytest
 from .agents_kit import attempts_seen, submit
 from .harness import Project, wait_for
 from .pi_env import PiRpc
-from .piext_kit import STEP_S, custom, extension_drill, start, statuses, steps, wait_status
+from .piext_kit import (
+    STEP_S,
+    custom,
+    extension_drill,
+    follow_ups,
+    start,
+    statuses,
+    steps,
+    wait_status,
+)
 from .scripted_model import Reply, Request, Stall, Text, ToolCalls
 from .sessions_kit import query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
+
+HELD = "held: /workflow resume delivers the step again"
+TIMEOUT_S = 6.0
 
 ASK = '''
 from pi_workflows import agent, compute, define_workflow, edge
@@ -108,4 +122,44 @@ def test_abort_mid_response_holds_the_step_and_resume_delivers_it_again(
                     what="the footer to say completed")
         assert "held" not in statuses(pi)[-1], statuses(pi)
         assert len(drill.model.completions) == 4
+        drill.check()
+
+
+@pytest.mark.timeout(180)
+def test_a_held_step_still_times_out_at_its_node_timeout_with_no_reminder_and_no_turn(
+        project: Project, tmp_path: Path) -> None:
+    # Started by the person (`/workflow NAME`), so its end owes the model no turn.
+    project.write_workflow("ask", ASK.replace(
+        '"properties": {"answer": {"type": "string"}}}),',
+        '"properties": {"answer": {"type": "string"}}}, timeout=TIMEOUT_S),').replace(
+        "from pi_workflows", f"TIMEOUT_S = {TIMEOUT_S}\nfrom pi_workflows", 1))
+    stall = Stall("Let me think", timeout=120.0)
+    with extension_drill(project, steps(stall), tmp_path / "pi") as drill:
+        pi = drill.open()
+        assert pi.request({"type": "prompt", "message": "/workflow ask autumn"})["success"]
+        stall.wait_reached(STEP_S)
+        assert pi.request({"type": "abort"}, STEP_S)["success"]
+        wait_status(pi, lambda s: s.endswith(HELD), what="the footer to say held")
+        [run] = {m["details"]["runId"] for m in _steps_delivered(pi)}
+        held_at = time.monotonic()
+        wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                               (run,))[0]["state"] == "failed", STEP_S,
+                 what="the held step to time out", diag=pi.diagnose)
+        status = _status(project, run)
+        assert status["runStatus"] == "timed_out", status
+        assert status["errorCode"] == "node_timed_out", status
+        assert time.monotonic() - held_at < TIMEOUT_S + 15  # the timeout, not something later
+        shown = wait_status(pi, lambda s: s.startswith("workflow ask: failed"),
+                            what="the footer to say failed")
+        assert HELD not in shown, shown
+        kinds = [m["details"]["kind"] for m in _steps_delivered(pi)]
+        assert kinds == ["step"], kinds
+        # No reminder and no deferred turn: the run's end is the quiet report (a turn owed
+        # would be sent right after it, in the same delivery), and the model was asked
+        # once, for the stalled reply.
+        wait_for(lambda: any((m.get("details") or {}).get("kind") == "report"
+                             for m in custom(pi)) or None, STEP_S, what="the run's report",
+                 diag=pi.diagnose)
+        assert follow_ups(pi) == []
+        assert len(drill.model.completions) == 1
         drill.check()
