@@ -163,3 +163,35 @@ def test_a_held_step_still_times_out_at_its_node_timeout_with_no_reminder_and_no
         assert follow_ups(pi) == []
         assert len(drill.model.completions) == 1
         drill.check()
+
+
+@pytest.mark.timeout(180)
+def test_a_turn_of_the_users_own_after_the_hold_ends_it_with_the_usual_reminder(
+        project: Project, tmp_path: Path) -> None:
+    project.write_workflow("ask", ASK)
+    stall = Stall("Let me think", timeout=120.0)
+
+    def right(request: Request) -> Reply:
+        seen = attempts_seen(request)
+        assert seen, request.describe()
+        return ToolCalls(submit(seen[-1], {"answer": "rust"}))
+
+    script = steps(stall, Text("It is autumn."), right)
+    with extension_drill(project, script, tmp_path / "pi") as drill:
+        pi = drill.open()
+        assert pi.request({"type": "prompt", "message": "/workflow ask autumn"})["success"]
+        stall.wait_reached(STEP_S)
+        assert pi.request({"type": "abort"}, STEP_S)["success"]
+        wait_status(pi, lambda s: s.endswith(HELD), what="the footer to say held")
+        [run] = {m["details"]["runId"] for m in _steps_delivered(pi)}
+        # Not `/workflow resume`: the user's own message. Its turn ends without a
+        # submission, so the step is reminded as after any such turn.
+        assert pi.request({"type": "prompt", "message": "what season is it?"}, STEP_S)["success"]
+        wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                               (run,))[0]["state"] == "done", STEP_S,
+                 what="the run to finish", diag=pi.diagnose)
+        assert _status(project, run)["finalOutput"] == {"answer": "rust"}
+        kinds = [m["details"]["kind"] for m in _steps_delivered(pi)]
+        assert kinds == ["step", "remind"], kinds
+        assert len(drill.model.completions) == 3
+        drill.check()
