@@ -28,7 +28,7 @@ from .piext_kit import (
     steps,
     wait_status,
 )
-from .scripted_model import Reply, Request, Stall, Text, ToolCalls
+from .scripted_model import Reply, Request, Stall, Text, ToolCalls, call
 from .sessions_kit import query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
@@ -194,4 +194,37 @@ def test_a_turn_of_the_users_own_after_the_hold_ends_it_with_the_usual_reminder(
         kinds = [m["details"]["kind"] for m in _steps_delivered(pi)]
         assert kinds == ["step", "remind"], kinds
         assert len(drill.model.completions) == 3
+        drill.check()
+
+
+@pytest.mark.timeout(180)
+def test_abort_while_a_tool_of_the_step_runs_holds_the_step_too(
+        project: Project, tmp_path: Path) -> None:
+    project.write_workflow("ask", ASK)
+    slow = project.root / "slow.started"
+
+    def right(request: Request) -> Reply:
+        seen = attempts_seen(request)
+        assert seen, request.describe()
+        return ToolCalls(submit(seen[-1], {"answer": "moss"}))
+
+    # The step's turn runs a long shell command; the user stops it while it runs.
+    script = steps(ToolCalls(call("bash", {"command": f"touch {slow}; sleep 60"})), right)
+    with extension_drill(project, script, tmp_path / "pi") as drill:
+        pi = drill.open()
+        assert pi.request({"type": "prompt", "message": "/workflow ask autumn"})["success"]
+        wait_for(lambda: slow.exists() or None, STEP_S, what="the step's command to start",
+                 diag=pi.diagnose)
+        assert pi.request({"type": "abort"}, STEP_S)["success"]
+        wait_status(pi, lambda s: s.endswith(HELD), what="the footer to say held")
+        [run] = {m["details"]["runId"] for m in _steps_delivered(pi)}
+        status = _status(project, run)
+        assert (status["queueState"], status["currentNode"]) == ("running", "ask"), status
+        assert pi.request({"type": "prompt", "message": "/workflow resume"}, STEP_S)["success"]
+        wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
+                               (run,))[0]["state"] == "done", STEP_S,
+                 what="the run to finish", diag=pi.diagnose)
+        kinds = [m["details"]["kind"] for m in _steps_delivered(pi)]
+        assert kinds == ["step", "step"], kinds
+        assert len(drill.model.completions) == 2
         drill.check()
