@@ -195,11 +195,10 @@ def test_escape_in_the_tui_holds_the_step_and_workflow_resume_delivers_it_again(
             term.wait_text(line)
 
         # Escape stops the response and holds the step: no reminder, the run stays at ask.
-        mark = term.mark
+        escaped = term.mark
         term.type(ESCAPE)
         assert stall.wait_done(STEP_S) == "disconnected"
-        term.wait_text("workflow ask: running at ask", since=mark)
-        term.wait_text(HELD, since=mark)
+        term.wait_text(HELD, since=escaped)
         status = _status(project, run)
         assert (status["queueState"], status["currentNode"]) == ("running", "ask"), status
 
@@ -215,7 +214,8 @@ def test_escape_in_the_tui_holds_the_step_and_workflow_resume_delivers_it_again(
         term.wait_text("workflow ask: completed", since=mark)
         term.wait_text("✓ ask", since=mark)
         term.wait_text("✓ finish", since=mark)
-        shown = footers(term.text(mark))
+        shown = footers(term.text(escaped))
+        assert shown[0].startswith("workflow ask: running at ask"), shown
         assert any(f.endswith(HELD) for f in shown), shown  # until the step came again
         assert shown[-1].startswith("workflow ask: completed") and HELD not in shown[-1], shown
 
