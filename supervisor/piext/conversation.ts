@@ -4,7 +4,8 @@
  * A Pi session that runs its own run (the session runner it spawned holds the
  * claim) has that run's agent steps in its own conversation. This file owns
  * the private UNIX socket the runner's worker connects to (a fresh 0700
- * directory under the temp dir, named to the runner in
+ * directory under the temp dir, or /tmp when that path would be too long for
+ * a socket address, named to the runner in
  * PI_WORKFLOWS_CONVERSATION) and the wire format, which must match
  * protocol/conversation.py exactly: JSON objects, one per line, each with
  * `v` (VERSION) and `type`. The worker decides everything (which step, which
@@ -76,16 +77,25 @@ export function encode(type: string, fields: Record<string, unknown> = {}): stri
 	return `${JSON.stringify({ v: VERSION, type, ...fields })}\n`;
 }
 
+const MAX_SOCKET_PATH = 100; // sun_path is 108 bytes on Linux, 104 on macOS
+
+/** Where the socket's directory goes: the temp dir, or /tmp when its path is too long for a socket. */
+function socketBase(): string {
+	const base = os.tmpdir();
+	return Buffer.byteLength(path.join(base, `${DIR_PREFIX}XXXXXX`, "c.sock")) <= MAX_SOCKET_PATH ? base : "/tmp";
+}
+
 /** Remove the socket directories of Pis that are gone (a kill -9 leaves one behind). */
 function sweep(): void {
+	const base = socketBase();
 	let names: string[] = [];
 	try {
-		names = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(DIR_PREFIX));
+		names = fs.readdirSync(base).filter((n) => n.startsWith(DIR_PREFIX));
 	} catch {
 		return;
 	}
 	for (const name of names) {
-		const dir = path.join(os.tmpdir(), name);
+		const dir = path.join(base, name);
 		try {
 			const pid = Number(fs.readFileSync(path.join(dir, OWNER), "utf8"));
 			if (!Number.isInteger(pid) || pid <= 0) continue;
@@ -118,7 +128,7 @@ export class ConversationServer {
 		if (this.server) return Promise.resolve(this.address);
 		sweep();
 		try {
-			this.dir = fs.mkdtempSync(path.join(os.tmpdir(), DIR_PREFIX));
+			this.dir = fs.mkdtempSync(path.join(socketBase(), DIR_PREFIX));
 			fs.chmodSync(this.dir, 0o700);
 			fs.writeFileSync(path.join(this.dir, OWNER), String(process.pid), { mode: 0o600 });
 		} catch {
