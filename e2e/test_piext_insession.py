@@ -125,7 +125,7 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
 
 
 @pytest.mark.timeout(150)
-def test_a_turn_that_ends_without_a_submission_gets_a_reminder_in_the_conversation(
+def test_a_turn_without_a_submission_gets_a_reminder_even_with_a_long_temp_dir(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("ask", ASK)
 
@@ -135,6 +135,10 @@ def test_a_turn_that_ends_without_a_submission_gets_a_reminder_in_the_conversati
     script = steps(ToolCalls(start("ask", task="sand")), Text("Queued."),
                    Text("Thinking about it."), right)
     with extension_drill(project, script, tmp_path / "pi") as drill:
+        # A temp dir too long for a socket address: the extension's socket goes to /tmp.
+        long_tmp = tmp_path / ("t" * 90)
+        long_tmp.mkdir()
+        drill.pi_env.env["TMPDIR"] = str(long_tmp)
         pi = drill.open()
         assert pi.request({"type": "prompt", "message": "run ask"})["success"]
         run = wait_for(lambda: _run_id(pi), STEP_S, what="the queued run", diag=pi.diagnose)
