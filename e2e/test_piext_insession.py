@@ -113,6 +113,8 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
         assert [e["payload"]["via"] for e in sent] == ["session"]
         kinds = [p.get("kind") for p in project.state_processes(run)]
         assert "pi" not in kinds, kinds
+        described = project.cli("status", run).stdout
+        assert "agent in the session" in described, described
         assert len(drill.model.completions) == 4
         # The conversation goes on as normal once the run is done.
         wait_for(lambda: pi.request({"type": "get_state"}, STEP_S)["data"].get(

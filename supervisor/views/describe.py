@@ -92,7 +92,8 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int,
         if outcome == WAITING:  # the wait is over once answered or cancelled
             word = "answered" if answered else (
                 "cancelled" if info["runStatus"] == RunStatus.CANCELLED else word)
-        rows.append((log.node_id, word, took, log.kind))
+        kind = f"{log.kind} in the session" if log.via == "session" else log.kind
+        rows.append((log.node_id, word, took, kind))
     if not rows:
         return ["  steps: none yet"]
     lines = ["  steps:"]

@@ -37,6 +37,7 @@ class StepLog:
     stream_cut: bool = False  # the live copy hit its cap
     agent: list[str] = field(default_factory=list)
     traceback: dict[str, Any] | None = None  # where a failed step's exception was raised
+    via: str | None = None  # an agent step's conversation: "session" or "headless"
 
     @property
     def over(self) -> bool:
@@ -55,6 +56,7 @@ class StepLog:
             "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
             "exitCode": out.get("exitCode") if shell else None,
             "output": self.output, "agent": self.agent, "traceback": self.traceback,
+            "via": self.via,
         }
 
     def stream_text(self, stream: str) -> str | None:
@@ -103,6 +105,8 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             log.output = _resolve(bundle, p.get("output"))
             found = p.get("traceback")
             log.traceback = found if isinstance(found, dict) else None
+        elif kind == "agent_prompt_sent" and attempt in steps:
+            steps[attempt].via = str(p.get("via") or "headless")
         elif kind == "run_waiting" and attempt in steps:
             steps[attempt].outcome = WAITING
             steps[attempt].ended_at = at
