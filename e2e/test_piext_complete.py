@@ -58,7 +58,8 @@ def test_workflow_names_subcommands_and_run_ids_complete(project: Project,
     script.write_text(ASK)
     env = {**project.env, "JITI": str(jiti), "EXTENSION": str(extension_path()),
            "PROJECT": str(project.root), "PI_WORKFLOWS_BIN": str(BIN),
-           "PREFIXES": json.dumps(["", "fl", "st", f"answer {run[-8:]}", "nope"]),
+           "PREFIXES": json.dumps(["", "fl", "st", f"answer {run[-8:]}", "nope", "resume",
+                                   "flow"]),
            "PATH": os.environ.get("PATH", "")}
     out = subprocess.run([node, str(script)], env=env, cwd=project.root, capture_output=True,
                          text=True, timeout=90)
@@ -70,3 +71,5 @@ def test_workflow_names_subcommands_and_run_ids_complete(project: Project,
     assert values["st"] == ["status "]
     assert values[f"answer {run[-8:]}"] == [f"answer {run} "]
     assert found["nope"] is None
+    # A word typed in full is not offered again, so Enter runs `/workflow resume`.
+    assert found["resume"] is None and found["flow"] is None

@@ -202,13 +202,11 @@ def test_escape_in_the_tui_holds_the_step_and_workflow_resume_delivers_it_again(
         status = _status(project, run)
         assert (status["queueState"], status["currentNode"]) == ("running", "ask"), status
 
-        # `/workflow resume`: the editor offers the subcommand as it is typed; the first
-        # Enter takes the completion (Pi's editor does that for a command's arguments),
-        # the second submits the command.
+        # `/workflow resume` as the footer says it, then one Enter (a word typed in full
+        # is not offered as a completion, which Enter would take instead).
         mark = term.mark
         term.type(b"/workflow resume")
-        term.wait_text("→ resume", since=mark)
-        term.type(ENTER)
+        term.wait_text("/workflow resume", since=mark)
         term.type(ENTER)
         term.wait_text("Delivering step ask of run", since=mark)
         term.wait_text("workflow ask: completed", since=mark)

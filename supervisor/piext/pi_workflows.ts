@@ -777,8 +777,10 @@ export default function (pi: ExtensionAPI) {
 			const items: { value: string; label: string; description?: string }[] = [];
 			if (space < 0) {
 				if (!names || Date.now() - names.at > NAMES_TTL_MS) await workflows().catch(() => undefined);
-				for (const v of VERBS) if (v.startsWith(prefix)) items.push({ value: `${v} `, label: v, description: "subcommand" });
-				for (const n of names?.list ?? []) if (n.startsWith(prefix)) items.push({ value: `${n} `, label: n, description: "workflow" });
+				// A word typed in full is not offered again: Pi's editor would take the offer on
+				// Enter instead of running the command the footer tells the user to type.
+				for (const v of VERBS) if (v.startsWith(prefix) && v !== prefix) items.push({ value: `${v} `, label: v, description: "subcommand" });
+				for (const n of names?.list ?? []) if (n.startsWith(prefix) && n !== prefix) items.push({ value: `${n} `, label: n, description: "workflow" });
 			} else {
 				const verb = prefix.slice(0, space);
 				const part = prefix.slice(space + 1);
