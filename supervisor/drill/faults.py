@@ -61,10 +61,13 @@ NEEDS_PI = frozenset({"pi_kill9", "pi_session_kill9"})
 # ``pick``: (phase reached, upper bound of ``pick``, seconds after it at most). The
 # phases are what the Pi showed: started; its start answered with a run id (the step
 # message not there yet); the step message in the conversation (the model is thinking
-# or streaming its submit); the model's submit call begun (judged, or just accepted).
-MOMENTS = (("starting", 0.15, 2.0), ("queued", 0.35, 0.8), ("step", 0.75, 0.35),
-           ("submitted", 1.0, 0.25))
-PHASE_WAIT_S = 45.0
+# or streaming its submit); the model's submit call begun (judged, or just accepted),
+# or its cancel of the run; the deferred turn that follows a cancel delivered into the
+# conversation (its intent not yet resolved, perhaps). A session that submits has no
+# deferred turn: ``turn`` aims at ``submitted`` there.
+MOMENTS = (("starting", 0.15, 2.0), ("queued", 0.3, 0.8), ("step", 0.65, 0.35),
+           ("submitted", 0.85, 0.25), ("turn", 1.0, 0.4))
+PHASE_WAIT_S, REOPENED_WAIT_S = 45.0, 3.0
 # Faults that need something the machine may not allow (a tmpfs of the runs' own).
 NEEDS_MOUNT = frozenset({"runs_disk_full"})
 # How long the runs directory stays full beyond the drawn hold: long enough for
@@ -237,7 +240,11 @@ class Injector:
         target = candidates[-1]
         target.hit = True
         phase, offset = moment_of(fault.pick)
-        reached = target.wait(lambda: target.moment(phase), PHASE_WAIT_S)
+        if phase == "turn" and not target.cancel:
+            phase = "submitted"
+        # A reopened session starts no run: it shows a step only if it resumes one here.
+        wait_s = REOPENED_WAIT_S if target.reopened else PHASE_WAIT_S
+        reached = target.wait(lambda: target.moment(phase), wait_s)
         if reached is not None:
             time.sleep(max(0.0, reached + offset - time.monotonic()))
         shown, run = target.phase(), target.run_id()
@@ -246,7 +253,9 @@ class Injector:
         target.kill9()
         note = f"aimed at {phase}+{offset:.2f}s, at {shown}"
         if reached is None:
-            note += f" ({phase} not reached in {PHASE_WAIT_S:g} s)"
+            note += f" ({phase} not reached in {wait_s:g} s)"
+        if target.reopened:
+            note += ", a reopened session"
         if fault.hold > 1.75:
             reopened = self.insession.reopen(target)
             note += "; reopened" if reopened is not None else "; no session file to reopen"

@@ -7,7 +7,8 @@ persisted under ``DIR/.drill/pi-sessions``), the prompt that makes the
 drill's model start a workflow there (``pienv.drill_reply`` then submits the
 step when its step message arrives in that conversation), following what
 Pi prints on stdout (the start's run id, the step message, the model's
-submit: the moments the ``pi_session_kill9`` fault waits for), ``kill -9``
+submit or cancel, a deferred turn delivered: the moments the
+``pi_session_kill9`` fault waits for), ``kill -9``
 of a Pi, reopening a session on its file, and closing every Pi it started.
 Imports ``protocol`` and the drill's scratch and pienv; never the worker, never
 ``e2e`` or tests.
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ...protocol.spawn import PIPE, Popen, TimeoutExpired, spawn
-from .pienv import START_WORDS
+from .pienv import CANCEL_WORDS, START_WORDS
 from .scratch import Scratch
 
 # Everything the Pi must not pick up from the machine (as the e2e kit's Pis).
@@ -39,7 +40,7 @@ RPC_FLAGS = ("--mode", "rpc", "--offline", "--no-extensions", "--no-skills",
 # supervisor/piext/pi_workflows.ts: the extension shipped beside the wings (a file).
 EXTENSION = Path(__file__).resolve().parents[1] / "piext" / "pi_workflows.ts"
 # The phases of an in-session run, as its Pi shows them, in order.
-PHASES = ("starting", "queued", "step", "submitted")
+PHASES = ("starting", "queued", "step", "submitted", "turn")
 READY_S = 60.0
 
 
@@ -51,8 +52,9 @@ def pi_workflows_bin() -> str | None:
     return shutil.which("pi-workflows")
 
 
-def start_prompt(workflow: str) -> str:
-    return f"{START_WORDS} `{workflow}` in this session."
+def start_prompt(workflow: str, cancel: bool = False) -> str:
+    return f"{START_WORDS} `{workflow}` in this session" + (
+        f", {CANCEL_WORDS}." if cancel else ".")
 
 
 def _custom_kind(event: dict[str, Any]) -> str | None:
@@ -74,6 +76,7 @@ class PiSession:
     cond: threading.Condition = field(default_factory=threading.Condition)
     session_file: str | None = None
     session_id: str | None = None
+    cancel: bool = False  # its model cancels the run at its step (a deferred turn follows)
     run: str | None = None  # a reopened session's run (it starts none itself)
     hit: bool = False  # a pi_session_kill9 chose it
     killed: bool = False
@@ -171,10 +174,16 @@ class PiSession:
             if phase == "step":
                 return self._first(lambda e: e.get("type") in ("message_start", "message_end")
                                    and _custom_kind(e) in ("step", "remind"))
-            if phase == "submitted":
+            if phase == "submitted":  # the step's submit (or the agent's cancel) begun
                 return self._first(lambda e: e.get("type") == "tool_execution_start"
                                    and e.get("toolName") == "workflow"
-                                   and (e.get("args") or {}).get("action") == "submit")
+                                   and (e.get("args") or {}).get("action")
+                                   in ("submit", "cancel"))
+            if phase == "turn":  # a deferred turn delivered into the conversation
+                return self._first(lambda e: e.get("type") in ("message_start", "message_end")
+                                   and _custom_kind(e) is not None and bool(
+                                       ((e.get("message") or {}).get("details") or {})
+                                       .get("intentId")))
         raise ValueError(phase)
 
     def phase(self) -> str:
@@ -263,13 +272,15 @@ class InSession:
             self.pis.append(session)
         return session
 
-    def start(self, workflow: str) -> PiSession:
-        """A new session whose model starts ``workflow`` (in a thread: returns at once)."""
+    def start(self, workflow: str, cancel: bool = False) -> PiSession:
+        """A new session whose model starts ``workflow`` (and, with ``cancel``, cancels it
+        when its step arrives); in a thread: returns at once."""
         session = self._spawn("--session-dir", str(self.session_dir), reopened=False)
+        session.cancel = cancel
 
         def tell() -> None:
             if session.ready():
-                session.send({"type": "prompt", "message": start_prompt(workflow)})
+                session.send({"type": "prompt", "message": start_prompt(workflow, cancel)})
 
         threading.Thread(target=tell, name="drill-pi-prompt", daemon=True).start()
         return session

@@ -30,6 +30,8 @@ CONTRACT = re.compile(r"Workflow step contract \(pi-workflows\): workflow [^,\n]
 # What the drill tells a Pi session of its own (``insession``): its model starts the run.
 START_WORDS = "pi-workflows drill: start the workflow"
 START = re.compile(re.escape(START_WORDS) + r" `([A-Za-z0-9_.-]+)`")
+# ... and, in some sessions, cancel it (the agent's own cancel: a deferred turn follows).
+CANCEL_WORDS = "then cancel it when its step arrives"
 PROVIDER, MODEL_ID = "scripted", "scripted-model"
 
 
@@ -115,8 +117,10 @@ def drill_reply(request: Request) -> Reply | None:
 
     In a Pi session of the drill's own (its first prompt has ``START_WORDS``) the
     model starts the named workflow, and submits only when the newest user message
-    is a step message or a reminder: the session's later turns (a report, a
-    follow-up) are answered with text, never with a submit of an old step.
+    is a step message or a reminder (or, told ``CANCEL_WORDS``, cancels the run
+    then, so the run ends by the agent's own cancel and a deferred turn follows):
+    the session's later turns (a report, a follow-up) are answered with text,
+    never with a submit of an old step.
     """
     messages = request.messages
     last = messages[-1] if messages else {}
@@ -126,6 +130,8 @@ def drill_reply(request: Request) -> Reply | None:
         if last.get("role") == "tool":
             return Text("noted", delay=0.05)
         attempt = _attempt_in(users[-1:])
+        if attempt is not None and CANCEL_WORDS in users[0]:
+            return ToolCalls(call("workflow", {"action": "cancel"}), delay=0.3)
         if attempt is not None:
             return _submit(attempt)
         if len(users) == 1:

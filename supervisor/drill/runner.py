@@ -43,7 +43,9 @@ ACTIVE = {QueueState.QUEUED, QueueState.STARTING, QueueState.RUNNING, QueueState
 PTY_SESSIONS, NOTIFY_SESSIONS = ("p0", "p1", "p2"), ("n0",)
 DEFERRED_SESSIONS = ("d0", "d1", "d2", "d3")
 SETTLE_S = 180.0
-IN_SESSION_CHANCE, IN_SESSION_LIVE = 0.3, 2
+# How often an iteration starts an in-session run, how many may be open at once, and
+# how often its model cancels the run instead of submitting (a deferred turn follows).
+IN_SESSION_CHANCE, IN_SESSION_LIVE, IN_SESSION_CANCEL = 0.3, 2, 0.3
 
 
 @dataclass(frozen=True)
@@ -179,14 +181,16 @@ class Drill:
 
     def launch_in_session(self) -> None:
         """Sometimes (each iteration when ``pi_session_kill9`` is forced) a Pi session
-        of the drill's own starts ``think``; at most ``IN_SESSION_LIVE`` run at once."""
+        of the drill's own starts ``think`` (sometimes to cancel it at its step); at most
+        ``IN_SESSION_LIVE`` run at once."""
         if self.insession is None:
             return
         forced = "pi_session_kill9" in self.options.faults
         if self.rng_session.random() < (1.0 if forced else IN_SESSION_CHANCE) and \
                 len(self.insession.live()) < IN_SESSION_LIVE:
-            self.insession.start("think")
-            self.report.launches["insession:think"] += 1
+            cancel = self.rng_session.random() < IN_SESSION_CANCEL
+            self.insession.start("think", cancel=cancel)
+            self.report.launches["insession:think" + (":cancel" if cancel else "")] += 1
 
     def launch(self) -> None:
         rng, launcher = self.rng, self.launcher

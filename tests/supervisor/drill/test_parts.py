@@ -156,10 +156,12 @@ def test_every_workflow_file_defines_a_valid_workflow(tmp_path: Path) -> None:
 
 def test_a_pi_session_kill_aims_at_every_phase_of_an_in_session_step() -> None:
     """``pick`` spreads the kill over the step: Pi starting, the run queued, the step
-    message in (the model mid-response), the submit begun; each within its window."""
+    message in (the model mid-response), the submit (or cancel) begun, the deferred turn
+    after a cancel delivered; each within its window."""
     windows = {phase: window for phase, _, window in MOMENTS}
     rng = random.Random(9)
     aimed = [moment_of(rng.random()) for _ in range(400)]
-    assert {phase for phase, _ in aimed} == {"starting", "queued", "step", "submitted"}
+    assert {phase for phase, _ in aimed} == {"starting", "queued", "step", "submitted", "turn"}
     assert all(0 <= offset <= windows[phase] for phase, offset in aimed)
     assert moment_of(0.0) == ("starting", 0.0) and moment_of(0.75)[0] == "submitted"
+    assert moment_of(0.99)[0] == "turn"
