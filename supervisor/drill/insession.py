@@ -42,6 +42,8 @@ EXTENSION = Path(__file__).resolve().parents[1] / "piext" / "pi_workflows.ts"
 # The phases of an in-session run, as its Pi shows them, in order.
 PHASES = ("starting", "queued", "step", "submitted", "turn")
 READY_S = 60.0
+# A session that knows of no run this long after it opened is closed (``retire``).
+STALE_STARTED_S, STALE_REOPENED_S = 90.0, 20.0
 
 
 def pi_workflows_bin() -> str | None:
@@ -317,10 +319,15 @@ class InSession:
             return {p.session_id for p in self.pis if p.session_id}
 
     def retire(self, done: Callable[[str], bool]) -> None:
-        """Close the live sessions whose run ended (``done(run_id)``)."""
+        """Close the live sessions whose run ended (``done(run_id)``), and those that
+        know of no run long after they opened (a start that never came back, a session
+        reopened after a kill before its start returned): each counts against
+        ``IN_SESSION_LIVE``."""
         for session in self.live():
             run = session.run_id()
-            if run is not None and done(run):
+            age = time.monotonic() - session.started
+            if (run is not None and done(run)) or (run is None and age > (
+                    STALE_REOPENED_S if session.reopened else STALE_STARTED_S)):
                 session.close()
 
     def close_all(self) -> None:
