@@ -64,7 +64,9 @@ NEEDS_PI = frozenset({"pi_kill9", "pi_session_kill9"})
 # or streaming its submit); the model's submit call begun (judged, or just accepted),
 # or its cancel of the run; the deferred turn that follows a cancel delivered into the
 # conversation (its intent not yet resolved, perhaps). A session that submits has no
-# deferred turn: ``turn`` aims at ``submitted`` there.
+# deferred turn: ``turn`` aims at ``submitted`` there; in a session that cancels,
+# ``submitted`` aims at ``turn`` (a Pi killed in its cancel call cancels nothing: the
+# call's first CLI command is still starting).
 MOMENTS = (("starting", 0.15, 2.0), ("queued", 0.3, 0.8), ("step", 0.65, 0.35),
            ("submitted", 0.85, 0.25), ("turn", 1.0, 0.4))
 PHASE_WAIT_S, REOPENED_WAIT_S = 45.0, 3.0
@@ -240,7 +242,9 @@ class Injector:
         target = candidates[-1]
         target.hit = True
         phase, offset = moment_of(fault.pick)
-        if phase == "turn" and not target.cancel:
+        if target.cancel and phase == "submitted":
+            phase = "turn"  # a cut-off cancel call cancels nothing: aim at what follows
+        elif phase == "turn" and not target.cancel:
             phase = "submitted"
         # A reopened session starts no run: it shows a step only if it resumes one here.
         wait_s = REOPENED_WAIT_S if target.reopened else PHASE_WAIT_S

@@ -45,7 +45,7 @@ DEFERRED_SESSIONS = ("d0", "d1", "d2", "d3")
 SETTLE_S = 180.0
 # How often an iteration starts an in-session run, how many may be open at once, and
 # how often its model cancels the run instead of submitting (a deferred turn follows).
-IN_SESSION_CHANCE, IN_SESSION_LIVE, IN_SESSION_CANCEL = 0.3, 2, 0.3
+IN_SESSION_CHANCE, IN_SESSION_LIVE, IN_SESSION_CANCEL = 0.3, 2, 0.4
 
 
 @dataclass(frozen=True)
