@@ -67,7 +67,7 @@ NEEDS_PI = frozenset({"pi_kill9", "pi_session_kill9"})
 # deferred turn: ``turn`` aims at ``submitted`` there; in a session that cancels,
 # ``submitted`` aims at ``turn`` (a Pi killed in its cancel call cancels nothing: the
 # call's first CLI command is still starting).
-MOMENTS = (("starting", 0.15, 2.0), ("queued", 0.3, 0.8), ("step", 0.65, 0.35),
+MOMENTS = (("opening", 0.15, 2.0), ("launched", 0.3, 0.8), ("step", 0.65, 0.35),
            ("submitted", 0.85, 0.25), ("turn", 1.0, 0.4))
 PHASE_WAIT_S, REOPENED_WAIT_S = 45.0, 3.0
 # Faults that need something the machine may not allow (a tmpfs of the runs' own).

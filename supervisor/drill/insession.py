@@ -40,7 +40,7 @@ RPC_FLAGS = ("--mode", "rpc", "--offline", "--no-extensions", "--no-skills",
 # supervisor/piext/pi_workflows.ts: the extension shipped beside the wings (a file).
 EXTENSION = Path(__file__).resolve().parents[1] / "piext" / "pi_workflows.ts"
 # The phases of an in-session run, as its Pi shows them, in order.
-PHASES = ("starting", "queued", "step", "submitted", "turn")
+PHASES = ("opening", "launched", "step", "submitted", "turn")
 READY_S = 60.0
 # A session that knows of no run this long after it opened is closed (``retire``).
 STALE_STARTED_S, STALE_REOPENED_S = 90.0, 20.0
@@ -168,9 +168,9 @@ class PiSession:
     def moment(self, phase: str) -> float | None:
         """When the run reached ``phase`` in this Pi (monotonic), None: not yet."""
         with self.cond:
-            if phase == "starting":
+            if phase == "opening":
                 return self.started
-            if phase == "queued":
+            if phase == "launched":
                 return self._first(lambda e: e.get("type") == "tool_execution_end" and bool(
                     ((e.get("result") or {}).get("details") or {}).get("runId")))
             if phase == "step":

@@ -73,7 +73,7 @@ class Alive:
 
 def test_the_phases_of_a_step_as_the_pis_stdout_shows_them() -> None:
     pi = PiSession(Alive(), reopened=False)  # type: ignore[arg-type]
-    assert pi.phase() == "starting" and pi.run_id() is None
+    assert pi.phase() == "opening" and pi.run_id() is None
 
     def shows(event: dict[str, Any]) -> None:
         pi._take(json.dumps(event).encode())
@@ -81,7 +81,7 @@ def test_the_phases_of_a_step_as_the_pis_stdout_shows_them() -> None:
     shows({"type": "message_update", "assistantMessageEvent": {"delta": "x"}})  # dropped
     shows({"type": "tool_execution_end", "toolName": "workflow",
            "result": {"details": {"action": "start", "runId": "R1"}}})
-    assert (pi.phase(), pi.run_id()) == ("queued", "R1")
+    assert (pi.phase(), pi.run_id()) == ("launched", "R1")
     shows({"type": "message_start", "message": {
         "role": "custom", "customType": "pi-workflows",
         "details": {"kind": "step", "runId": "R1", "step": "plan", "attempt": "plan-2-a"}}})

@@ -161,7 +161,7 @@ def test_a_pi_session_kill_aims_at_every_phase_of_an_in_session_step() -> None:
     windows = {phase: window for phase, _, window in MOMENTS}
     rng = random.Random(9)
     aimed = [moment_of(rng.random()) for _ in range(400)]
-    assert {phase for phase, _ in aimed} == {"starting", "queued", "step", "submitted", "turn"}
+    assert {phase for phase, _ in aimed} == {"opening", "launched", "step", "submitted", "turn"}
     assert all(0 <= offset <= windows[phase] for phase, offset in aimed)
-    assert moment_of(0.0) == ("starting", 0.0) and moment_of(0.75)[0] == "submitted"
+    assert moment_of(0.0) == ("opening", 0.0) and moment_of(0.75)[0] == "submitted"
     assert moment_of(0.99)[0] == "turn"
