@@ -1,6 +1,7 @@
 """`pi-workflows drill` through the real CLI: a short seeded drill finds no violation,
-injects faults of several kinds, and reports in the documented shape; a directory
-that holds someone else's files is refused."""
+injects faults of several kinds, and reports in the documented shape; a drill forced to
+kill the Pi of in-session runs mid-step finds no step accepted twice and no deferred turn
+sent twice; a directory that holds someone else's files is refused."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
                "worker_stop", "store_lock", "zygote_kill9", "spare_kill9", "clock_step",
-               "runs_disk_full"}
+               "runs_disk_full", "pi_session_kill9"}
 
 
 def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -108,3 +109,33 @@ def test_an_unknown_fault_kind_is_refused(tmp_path: Path) -> None:
                  str(tmp_path / "s"), "--report", str(tmp_path / "r.json"), timeout=50)
     assert proc.returncode == 2 and "unknown kind(s) disk_gremlin" in proc.stderr
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.timeout(400)
+def test_a_drill_forced_to_kill_in_session_pis_mid_step_finds_no_violation(
+        tmp_path: Path) -> None:
+    """``--faults pi_session_kill9``: each iteration a real Pi with the extension starts
+    ``think``, whose agent step happens in its own conversation, and is killed -9 at a
+    drawn moment of it; the run completes once (by the host, or the reopened session),
+    no step's result is accepted twice and no deferred turn is delivered twice."""
+    pi_binary()
+    report = tmp_path / "report.json"
+    scratch = tmp_path / "scratch"
+    proc = drill(tmp_path, "--iterations", "4", "--seed", "5", "--faults", "pi_session_kill9",
+                 "--project", str(scratch), "--report", str(report), timeout=380)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:], data.get("violations"))
+    assert data["violations"] == [] and data["settled"] is True and data["skipped"] == []
+    counts = data["counts"]
+    in_session = {k: n for k, n in counts["launches"].items() if k.startswith("insession:")}
+    assert sum(in_session.values()) == 4, counts["launches"]  # forced: one per iteration
+    assert {f["kind"] for f in data["faults"]} == {"pi_session_kill9"}
+    applied = [f for f in data["faults"] if f["applied"]]
+    assert len(applied) >= 3 and all(f["target"].startswith("pi session ") for f in applied)
+    assert counts["violations"]["step_accepted_twice"] == 0
+    assert counts["violations"]["turn_sent_twice"] == 0
+    # Nothing failed but the doomed launches: a killed Pi session fails no run.
+    assert set(counts["errorCodes"]) <= {"source_changed"}, counts
+    # The Pi sessions are there to read: at least one step reached its conversation.
+    sessions = list((scratch / ".drill" / "pi-sessions").rglob("*.jsonl"))
+    assert sessions and any('"kind":"step"' in p.read_text() for p in sessions)

@@ -27,7 +27,7 @@ KINDS = (
     "write_after_end", "watermark_backwards", "activated_twice", "delivered_twice",
     "follow_up_lost", "leftover_process", "loose_permissions", "unexpected_failure",
     "clock_step_restart",  # judged by the clock_step fault itself (drill/clockstep.py)
-    "host_exited", "disk_full_mishandled",
+    "host_exited", "disk_full_mishandled", "step_accepted_twice", "turn_sent_twice",
 )
 # A run's error that says its disk was full: it should have waited, not ended.
 DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122",
@@ -171,6 +171,70 @@ def check_history(run: RunFacts, events: list[dict[str, Any]], out: Found) -> No
                                  " run was resumed"))
 
 
+def _agent_steps(events: list[dict[str, Any]]) -> tuple[Counter[str], dict[str, list[str]]]:
+    """How often each node was entered, and the attempts that finished each agent node
+    (a node with an ``agent_prompt_sent``), in trace order."""
+    entries: Counter[str] = Counter()
+    agents: set[str] = set()
+    finished: dict[str, list[str]] = {}
+    for event in events:
+        kind, payload = event.get("type"), event.get("payload") or {}
+        if kind == "run_started" and payload.get("startAt"):
+            entries[str(payload["startAt"])] += 1
+        elif kind in ENDS and payload.get("next"):
+            entries[str(payload["next"])] += 1
+        if kind == "agent_prompt_sent":
+            agents.add(str(event.get("nodeId")))
+        if kind == "node_finished":
+            finished.setdefault(str(event.get("nodeId")), []).append(str(event.get("attemptId")))
+    return entries, {node: finished.get(node, []) for node in sorted(agents)}
+
+
+def check_agent_steps(run: RunFacts, events: list[dict[str, Any]], out: Found) -> None:
+    """An agent step's result is accepted once per entry of its node, whichever attempt
+    (in the session or headless) handed it in."""
+    entries, finished = _agent_steps(events)
+    for node, attempts in finished.items():
+        if len(attempts) > max(entries[node], 1):
+            out.append(Violation("step_accepted_twice", run.run_id,
+                                 f"agent step {node} finished {len(attempts)} times (attempts"
+                                 f" {', '.join(attempts)}), entered {entries[node]}"))
+
+
+def check_conversations(durable: Durable, events: dict[str, list[dict[str, Any]]],
+                        out: Found) -> None:
+    """In the Pi sessions of in-session runs: each attempt's submit accepted at most once,
+    none accepted while its node was finished by another attempt, and each deferred
+    turn (a follow-up's intent id) delivered once per session."""
+    accepted: Counter[str] = Counter()
+    steps: dict[str, dict[str, Any]] = {}
+    for talk in durable.conversations:
+        accepted.update(talk["accepted"])
+        steps.update(talk["steps"])
+        for intent, count in sorted(Counter(talk["followUps"]).items()):
+            if count > 1:
+                out.append(Violation("turn_sent_twice", talk["followUpRuns"].get(intent),
+                                     f"deferred turn {intent} in session file {talk['file']}"
+                                     f" {count} times"))
+    for attempt, count in sorted(accepted.items()):
+        step = steps.get(attempt) or {}
+        run_id = step.get("runId")
+        if count > 1:
+            out.append(Violation("step_accepted_twice", run_id,
+                                 f"attempt {attempt}'s submit accepted {count} times in the"
+                                 " session"))
+        if run_id not in events:
+            continue
+        entries, finished = _agent_steps(events[str(run_id)])
+        node = str(step.get("step"))
+        others = [a for a in finished.get(node, []) if a != attempt]
+        if attempt not in finished.get(node, []) and others and \
+                len(others) >= max(entries[node], 1):
+            out.append(Violation("step_accepted_twice", run_id,
+                                 f"agent step {node}: attempt {attempt} accepted in the"
+                                 f" session, then the node finished by {', '.join(others)}"))
+
+
 def check_activations(run: RunFacts, out: Found) -> None:
     """A launch from ``queued`` reaches ``running`` once (requeues and resumes aside)."""
     activations, pending = 0, False
@@ -293,11 +357,13 @@ def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = 
           skip: Callable[[str], bool] = lambda _: False) -> Found:
     """Every violation in ``durable``; ``watermarks``: each session's last seen mark."""
     out: Found = []
+    traces: dict[str, list[dict[str, Any]]] = {}
     for run in durable.runs.values():
         if skip(run.run_id):
             continue
-        events = check_trace(run, final, out)
+        events = traces[run.run_id] = check_trace(run, final, out)
         check_history(run, events, out)
+        check_agent_steps(run, events, out)
         check_activations(run, out)
         if final:
             check_settled(run, out)
@@ -317,6 +383,7 @@ def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = 
                              f"host {host['pid']} exited {host['code']} without being stopped"))
     check_ledger(durable, out)
     check_deliveries(durable, out)
+    check_conversations(durable, traces, out)
     check_watermarks(durable, watermarks or {}, out)
     for entry in durable.loose:
         out.append(Violation("loose_permissions", None,

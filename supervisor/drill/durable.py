@@ -4,6 +4,8 @@ Owns ``Durable`` (plain data, so tests build bad states by hand) and
 ``collect``, which fills it from disk only: the store's queue rows, feed,
 effects and watermarks (through the store's read API), each bundle's raw
 trace bytes and projection, the ledger, the drill's delivery journal, the
+Pi session files of in-session runs (their step messages, accepted submits
+and deferred turns), the
 live processes that carry the project's run marker (psutil) and the modes of
 every file and directory under the project's state directory. Nothing here
 asks a running process anything. Imports ``protocol``; never the worker.
@@ -60,6 +62,48 @@ class Durable:
     host_exits: list[dict[str, Any]] = field(default_factory=list)
     # Lines of the drill's logs that show a full disk as a raw exception (a traceback).
     disk_full_noise: list[str] = field(default_factory=list)
+    # The Pi sessions of in-session runs, each file read back (``conversation``).
+    conversations: list[dict[str, Any]] = field(default_factory=list)
+
+
+CUSTOM_TYPE = "pi-workflows"  # the extension's custom messages
+
+
+def conversation(path: Path) -> dict[str, Any]:
+    """What one Pi session file shows of pi-workflows, in file order.
+
+    ``steps``: attempt -> {"runId", "step"} of every step message and reminder;
+    ``accepted``: the attempt of every ``workflow`` submit the tool answered
+    without an error (the worker accepted it); ``followUps``: the intent id of
+    every deferred turn delivered into the conversation (``details.intentId``),
+    with ``followUpRuns`` naming each one's run.
+    """
+    out: dict[str, Any] = {"file": path.name, "steps": {}, "accepted": [], "followUps": [],
+                           "followUpRuns": {}}
+    for line in _lines(path):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a torn last line of a Pi killed mid-write
+        if not isinstance(entry, dict):
+            continue
+        message = entry.get("message") if entry.get("type") == "message" else entry
+        if not isinstance(message, dict):
+            continue
+        raw = message.get("details")
+        details: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        custom = entry.get("type") == "custom_message" or message.get("role") == "custom"
+        if custom and message.get("customType") == CUSTOM_TYPE:
+            if details.get("kind") in ("step", "remind") and details.get("attempt"):
+                out["steps"][str(details["attempt"])] = {"runId": details.get("runId"),
+                                                         "step": details.get("step")}
+            if details.get("intentId"):
+                out["followUps"].append(str(details["intentId"]))
+                out["followUpRuns"][str(details["intentId"])] = details.get("runId")
+        elif message.get("role") == "toolResult" and message.get("toolName") == "workflow" \
+                and not message.get("isError") and details.get("action") == "submit":
+            out["accepted"].append(str(details.get("attempt")))
+    return out
 
 
 def _lines(path: Path) -> list[str]:
@@ -161,8 +205,10 @@ def _projection(bundle: Bundle) -> dict[str, Any]:
 
 
 def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
-            only: set[str] | None = None, processes: bool = False) -> Durable:
-    """Read the durable state of the runs in ``only`` (default: every run)."""
+            only: set[str] | None = None, processes: bool = False,
+            pi_sessions: Path | None = None) -> Durable:
+    """Read the durable state of the runs in ``only`` (default: every run), and the Pi
+    session files under ``pi_sessions``."""
     # The ledger is read on both sides of the store: an effect applied while we read
     # has its line in the second read, one begun while we read may be in neither.
     durable = Durable(launched=list(launched), ledger_before=_lines(ledger))
@@ -195,6 +241,8 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
                             "runId": t.run_id, "state": t.state}
                            for t in store.list_turn_intents()]
     durable.ledger = _lines(ledger)
+    if pi_sessions is not None and pi_sessions.is_dir():
+        durable.conversations = [conversation(p) for p in sorted(pi_sessions.rglob("*.jsonl"))]
     durable.loose = loose_modes(paths.state_dir)
     if paths.state_dir not in paths.runs_dir.parents:  # on a disk of its own (the drill's tmpfs)
         durable.loose += loose_modes(paths.runs_dir)

@@ -4,9 +4,11 @@ Owns choosing an iteration's faults from the seed (kind and delay, drawn
 in the main thread so a seed always asks for the same faults; which
 process is hit depends on what runs at that moment) and applying them:
 ``kill -9`` of the host (restarted at once), of a worker, of a Pi child, of
-a session command; a SIGTERM drain of the host (restarted once it exited);
-SIGSTOP of a worker past its lease, then SIGCONT; the store's write lock
-held by another process (``BEGIN IMMEDIATE`` in a child) for a few seconds;
+a session command, of the Pi of an in-session run at a drawn moment of its step
+(``pi_session_kill9``, reopened on its session file half the time); a SIGTERM
+drain of the host (restarted once it exited); SIGSTOP of a worker past its
+lease, then SIGCONT; the store's write lock held by another process
+(``BEGIN IMMEDIATE`` in a child) for a few seconds;
 ``kill -9`` of the host's zygote, or of the spare worker it keeps; the
 wall clock of every product process stepped (``clockstep``); the
 runs directory's own small tmpfs filled to the last byte for a few seconds
@@ -15,7 +17,8 @@ tmpfs could be mounted).
 Workers and Pi children are found through the ``processes.json`` of running
 runs and proven by pid and start time before any signal; the zygote and its
 spare by their titles among the host's children. Imports
-``protocol`` and the drill's hosts, scratch and workload; never the worker.
+``protocol`` and the drill's hosts, insession, scratch and workload; never the
+worker.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ...protocol.store import Store
 from ...protocol.wire import MARKER_ENV
 from .clockstep import ClockStepper
 from .hosts import Hosts
+from .insession import InSession
 from .scratch import Scratch
 from .smalldisk import fill, free
 from .workload import Launcher
@@ -49,7 +53,23 @@ KINDS: dict[str, float] = {  # kind -> weight
     "zygote_kill9": 0.5, "spare_kill9": 0.5,
     "clock_step": 0.5,
     "runs_disk_full": 0.4,
+    "pi_session_kill9": 1.0,
 }
+# Faults of agent steps: drawn only where Pi is installed.
+NEEDS_PI = frozenset({"pi_kill9", "pi_session_kill9"})
+# Where an in-session run is when ``pi_session_kill9`` kills its Pi, by the fault's
+# ``pick``: (phase reached, upper bound of ``pick``, seconds after it at most). The
+# phases are what the Pi showed: started; its start answered with a run id (the step
+# message not there yet); the step message in the conversation (the model is thinking
+# or streaming its submit); the model's submit call begun (judged, or just accepted),
+# or its cancel of the run; the deferred turn that follows a cancel delivered into the
+# conversation (its intent not yet resolved, perhaps). A session that submits has no
+# deferred turn: ``turn`` aims at ``submitted`` there; in a session that cancels,
+# ``submitted`` aims at ``turn`` (a Pi killed in its cancel call cancels nothing: the
+# call's first CLI command is still starting).
+MOMENTS = (("opening", 0.15, 2.0), ("launched", 0.3, 0.8), ("step", 0.65, 0.35),
+           ("submitted", 0.85, 0.25), ("turn", 1.0, 0.4))
+PHASE_WAIT_S, REOPENED_WAIT_S = 45.0, 3.0
 # Faults that need something the machine may not allow (a tmpfs of the runs' own).
 NEEDS_MOUNT = frozenset({"runs_disk_full"})
 # How long the runs directory stays full beyond the drawn hold: long enough for
@@ -82,7 +102,7 @@ def plan(rng: random.Random, agents: bool, *, only: frozenset[str] = frozenset()
     ``only``: the kinds a caller forced (``drill --faults``); ``without``:
     kinds this machine cannot inject.
     """
-    kinds = {k: w for k, w in KINDS.items() if agents or k != "pi_kill9"}
+    kinds = {k: w for k, w in KINDS.items() if agents or k not in NEEDS_PI}
     if only:
         kinds = {k: w for k, w in kinds.items() if k in only}
     kinds = {k: w for k, w in kinds.items() if k not in without} or kinds
@@ -92,12 +112,24 @@ def plan(rng: random.Random, agents: bool, *, only: frozenset[str] = frozenset()
                     round(rng.uniform(1.0, 2.5), 3)) for name in names]
 
 
+def moment_of(pick: float) -> tuple[str, float]:
+    """The phase ``pick`` aims at, and how many seconds after its start (``MOMENTS``)."""
+    low = 0.0
+    for phase, high, window in MOMENTS:
+        if pick < high:
+            return phase, (pick - low) / (high - low) * window
+        low = high
+    phase, _, window = MOMENTS[-1]
+    return phase, window
+
+
 @dataclass
 class Injector:
     scratch: Scratch
     hosts: Hosts
     launcher: Launcher
     clock: ClockStepper | None = None  # None: clock_step left out of the drill
+    insession: InSession | None = None  # None: no Pi, no in-session runs
     started: float = field(default_factory=time.monotonic)
     injected: list[dict[str, Any]] = field(default_factory=list)
 
@@ -195,6 +227,43 @@ class Injector:
                 worker.kill()
             return f"session {session} pid {proc.pid}", f"its worker {worker.pid} frozen, killed"
         return f"session {session} pid {proc.pid}", ""
+
+    def _pi_session_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        """``kill -9`` of the Pi of an in-session run at a drawn moment of its step;
+        half the time (``hold``) the session is reopened on its file right after."""
+        if self.insession is None:
+            return None, "no in-session runs (no Pi)"
+        waited = time.monotonic() + 10.0
+        while not (candidates := self.insession.fresh()) and time.monotonic() < waited:
+            time.sleep(0.1)
+        candidates = candidates or self.insession.live()
+        if not candidates:
+            return None, "no Pi session running"
+        target = candidates[-1]
+        target.hit = True
+        phase, offset = moment_of(fault.pick)
+        if target.cancel and phase == "submitted":
+            phase = "turn"  # a cut-off cancel call cancels nothing: aim at what follows
+        elif phase == "turn" and not target.cancel:
+            phase = "submitted"
+        # A reopened session starts no run: it shows a step only if it resumes one here.
+        wait_s = REOPENED_WAIT_S if target.reopened else PHASE_WAIT_S
+        reached = target.wait(lambda: target.moment(phase), wait_s)
+        if reached is not None:
+            time.sleep(max(0.0, reached + offset - time.monotonic()))
+        shown, run = target.phase(), target.run_id()
+        if not target.alive():
+            return None, f"the Pi of {run or 'a session'} exited before the signal"
+        target.kill9()
+        note = f"aimed at {phase}+{offset:.2f}s, at {shown}"
+        if reached is None:
+            note += f" ({phase} not reached in {wait_s:g} s)"
+        if target.reopened:
+            note += ", a reopened session"
+        if fault.hold > 1.75:
+            reopened = self.insession.reopen(target)
+            note += "; reopened" if reopened is not None else "; no session file to reopen"
+        return f"pi session {target.proc.pid} of {run or 'no run yet'}", note
 
     def _worker_stop(self, fault: Planned) -> tuple[str | None, str]:
         picked = self._pick(fault, "worker")

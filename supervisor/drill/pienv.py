@@ -5,7 +5,8 @@ Owns the agent directory's two files (``models.json``: one custom
 model by default, nothing retried or compacted), the scrubbing of an
 environment so no provider key or proxy reaches a run's Pi, the attempt id a
 step contract names, and the drill's model script (submit a small output for
-the step in progress). ``e2e/pi_env.py`` and ``e2e/agents_kit.py`` use the same
+the step in progress; in a Pi session of the drill's own, ``insession``, first
+start the workflow its prompt names). ``e2e/pi_env.py`` and ``e2e/agents_kit.py`` use the same
 functions. Imports ``supervisor.drill.model`` and the standard library; never
 the worker.
 """
@@ -22,6 +23,15 @@ from .model import Reply, Request, Text, ToolCalls, call, message_text
 
 # The attempt id in the step contract (and in a reminder): <node>-<step>-<hex>.
 ATTEMPT = re.compile(r"attempt ([A-Za-z0-9_.]+(?:-[A-Za-z0-9_.]+)*?-\d+-[0-9a-f]+)")
+# The line every step message and prompt carries; its attempt is the one that counts (a
+# retry's note also names the interrupted attempt).
+CONTRACT = re.compile(r"Workflow step contract \(pi-workflows\): workflow [^,\n]*, step [^,\n]*,"
+                      r" attempt ([A-Za-z0-9_.-]+)\.")
+# What the drill tells a Pi session of its own (``insession``): its model starts the run.
+START_WORDS = "pi-workflows drill: start the workflow"
+START = re.compile(re.escape(START_WORDS) + r" `([A-Za-z0-9_.-]+)`")
+# ... and, in some sessions, cancel it (the agent's own cancel: a deferred turn follows).
+CANCEL_WORDS = "then cancel it when its step arrives"
 PROVIDER, MODEL_ID = "scripted", "scripted-model"
 
 
@@ -79,24 +89,58 @@ def write_agent_dir(agent_dir: Path, base_url: str) -> Path:
     return agent_dir
 
 
+def _attempt_in(texts: list[str]) -> str | None:
+    """The attempt the newest step contract in ``texts`` names; else (a reminder) the
+    newest attempt named at all."""
+    contracts: list[str] = [a for t in texts for a in CONTRACT.findall(t)]
+    if contracts:
+        return contracts[-1]
+    named: list[str] = [a for t in texts for a in ATTEMPT.findall(t)]
+    return named[-1] if named else None
+
+
 def step_in_progress(request: Request) -> str | None:
-    """The newest attempt id named in the request's user messages (None: not a step)."""
-    seen: list[str] = []
-    for message in request.messages:
-        if message.get("role") == "user":
-            seen += ATTEMPT.findall(message_text(message))
-    return seen[-1] if seen else None
+    """The attempt of the step in progress in the request's user messages (None: not a
+    step): the newest contract line's, else the newest attempt named."""
+    return _attempt_in([message_text(m) for m in request.messages if m.get("role") == "user"])
+
+
+def _submit(attempt: str) -> Reply:
+    node = attempt.rsplit("-", 2)[0]
+    return ToolCalls(call("workflow", {"action": "submit", "step": node, "attempt": attempt,
+                                       "output": {"ok": True}}), delay=0.3)
 
 
 def drill_reply(request: Request) -> Reply | None:
     """Submit ``{"ok": true}`` for the step in progress after a short think (the think
-    is the window in which the drill may kill the Pi child mid-request)."""
+    is the window in which the drill may kill the Pi child mid-request).
+
+    In a Pi session of the drill's own (its first prompt has ``START_WORDS``) the
+    model starts the named workflow, and submits only when the newest user message
+    is a step message or a reminder (or, told ``CANCEL_WORDS``, cancels the run
+    then, so the run ends by the agent's own cancel and a deferred turn follows):
+    the session's later turns (a report, a follow-up) are answered with text,
+    never with a submit of an old step.
+    """
+    messages = request.messages
+    last = messages[-1] if messages else {}
+    users = [message_text(m) for m in messages if m.get("role") == "user"]
+    started = START.search(users[0]) if users else None
+    if started is not None:
+        if last.get("role") == "tool":
+            return Text("noted", delay=0.05)
+        attempt = _attempt_in(users[-1:])
+        if attempt is not None and CANCEL_WORDS in users[0]:
+            return ToolCalls(call("workflow", {"action": "cancel"}), delay=0.3)
+        if attempt is not None:
+            return _submit(attempt)
+        if len(users) == 1:
+            return ToolCalls(call("workflow", {"action": "start",
+                                               "workflow": started.group(1)}), delay=0.05)
+        return Text("nothing to do", delay=0.05)
     attempt = step_in_progress(request)
     if attempt is None:
         return Text("nothing to do", delay=0.05)
-    node = attempt.rsplit("-", 2)[0]
-    last = request.messages[-1] if request.messages else {}
     if last.get("role") == "tool":  # the submit was answered: end the turn plainly
         return Text("submitted")
-    return ToolCalls(call("workflow", {"action": "submit", "step": node, "attempt": attempt,
-                                       "output": {"ok": True}}), delay=0.3)
+    return _submit(attempt)

@@ -3,12 +3,14 @@ settle, and the final check.
 
 Owns the order of things. Each iteration makes sure a host runs, draws its
 faults and launches from the seed, injects the faults from a thread while it
-launches (detached runs, a session run on a pty, a deferred launch, answers,
-a sync), waits for the host to catch up a little, then checks the runs that
-are not yet known good. At the end it stops injecting, lets every run end
-(answering checkpoints, activating sessions' launches), syncs every
-session, drains the host, and checks everything once more, processes and
-all. Imports the drill's modules and ``protocol``; never the worker.
+launches (an in-session run in a Pi of its own, detached runs, a session run
+on a pty, a deferred launch, answers, a sync), waits for the host to catch
+up a little, then checks the runs that are not yet known good. At the end it
+stops injecting, lets every run end (answering checkpoints, activating
+sessions' launches), closes every Pi session (reopening one that still owes
+a deferred turn until it delivered it), syncs every session, drains the host,
+and checks everything once more, processes and all. Imports the drill's
+modules and ``protocol``; never the worker.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .clockstep import ClockStepper
 from .durable import collect, marked_processes
 from .faults import NEEDS_MOUNT, Injector, plan
 from .hosts import Hosts
+from .insession import InSession, pi_workflows_bin
 from .model import ScriptedModel
 from .pienv import drill_reply, scrub_env, write_agent_dir
 from .report import Report
@@ -40,6 +43,9 @@ ACTIVE = {QueueState.QUEUED, QueueState.STARTING, QueueState.RUNNING, QueueState
 PTY_SESSIONS, NOTIFY_SESSIONS = ("p0", "p1", "p2"), ("n0",)
 DEFERRED_SESSIONS = ("d0", "d1", "d2", "d3")
 SETTLE_S = 180.0
+# How often an iteration starts an in-session run, how many may be open at once, and
+# how often its model cancels the run instead of submitting (a deferred turn follows).
+IN_SESSION_CHANCE, IN_SESSION_LIVE, IN_SESSION_CANCEL = 0.3, 2, 0.4
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,10 @@ class Drill:
     def _set_up(self, options: Options, say: Callable[[str], None]) -> None:
         self.pi = pi_binary()
         self.model: ScriptedModel | None = None
+        self.insession: InSession | None = None
+        # In-session starts are drawn from a random stream of their own, so a seed's
+        # other launches and faults stay what they were before there were any.
+        self.rng_session = random.Random(options.seed * 1_000_003 + 22)
         self.report = Report(options.seed, options.iterations, str(self.scratch.root),
                              agents=self.pi is not None, settings=dict(DRILL_SETTINGS))
         if self.pi is None:
@@ -89,6 +99,12 @@ class Drill:
             self.scratch.env["PI_WORKFLOWS_PI_AGENT_DIR"] = str(agent_dir)
             self.scratch.env["PI_WORKFLOWS_PI_BIN"] = self.pi
             scrub_env(self.scratch.env)
+            binary = pi_workflows_bin()
+            if binary is None:
+                self.report.skipped.append("in-session runs: no pi-workflows executable for"
+                                           " the Pi extension (PI_WORKFLOWS_BIN)")
+            else:
+                self.insession = InSession(self.scratch, self.pi, binary, agent_dir)
         # Faults this machine cannot inject are left out of the draw, and said.
         self.without: frozenset[str] = frozenset()
         if self.scratch.small_runs_skipped is not None:
@@ -103,7 +119,8 @@ class Drill:
         clock = None
         if not options.faults or "clock_step" in options.faults:
             clock = ClockStepper.install(self.scratch, self.hosts)
-        self.injector = Injector(self.scratch, self.hosts, self.launcher, clock=clock)
+        self.injector = Injector(self.scratch, self.hosts, self.launcher, clock=clock,
+                                 insession=self.insession)
         self.watermarks: dict[str, int] = {}
         self.good: set[str] = set()  # settled runs already checked clean
         self.seen: set[tuple[str, str | None, str]] = set()
@@ -134,7 +151,8 @@ class Drill:
     def check(self, final: bool) -> None:
         durable = collect(self.scratch.paths, self.launcher.launched, self.scratch.work,
                           self.scratch.ledger, processes=final,
-                          only=None if final else self._unsettled())
+                          only=None if final else self._unsettled(),
+                          pi_sessions=self.scratch.work / "pi-sessions")
         # Reported again at each check; the report keeps each violation once.
         durable.host_exits = [{"pid": pid, "code": code}
                               for pid, code in self.hosts.exited_by_themselves()]
@@ -161,8 +179,22 @@ class Drill:
 
     # -- one iteration --
 
+    def launch_in_session(self) -> None:
+        """Sometimes (each iteration when ``pi_session_kill9`` is forced) a Pi session
+        of the drill's own starts ``think`` (sometimes to cancel it at its step); at most
+        ``IN_SESSION_LIVE`` run at once."""
+        if self.insession is None:
+            return
+        forced = "pi_session_kill9" in self.options.faults
+        if self.rng_session.random() < (1.0 if forced else IN_SESSION_CHANCE) and \
+                len(self.insession.live()) < IN_SESSION_LIVE:
+            cancel = self.rng_session.random() < IN_SESSION_CANCEL
+            self.insession.start("think", cancel=cancel)
+            self.report.launches["insession:think" + (":cancel" if cancel else "")] += 1
+
     def launch(self) -> None:
         rng, launcher = self.rng, self.launcher
+        self.launch_in_session()  # first: a Pi takes a few seconds to reach its step
         busy = launcher.busy_sessions()
         if rng.random() < 0.5:  # first, so a session kill finds it running
             session = rng.choice(PTY_SESSIONS)
@@ -196,6 +228,9 @@ class Drill:
 
     def iteration(self, number: int) -> None:
         self.hosts.ensure()
+        if self.insession is not None:
+            ended = {r.run_id for r in self.rows() if r.state in TERMINAL}
+            self.insession.retire(lambda run: run in ended)
         faults = plan(self.rng, self.pi is not None, only=self.options.faults,
                       without=self.without)
         thread = threading.Thread(target=self.injector.run, args=(number, faults),
@@ -224,6 +259,8 @@ class Drill:
             for run_id in self.waiting(rows):
                 self.launcher.answer(run_id)
             busy = self.launcher.busy_sessions()
+            if self.insession is not None:  # its own Pi activates a live session's run
+                busy |= {p.session_id for p in self.insession.live() if p.session_id}
             for row in rows:
                 session = row.origin_session
                 if session and row.state in (QueueState.QUEUED, QueueState.STARTING) \
@@ -242,8 +279,35 @@ class Drill:
             time.sleep(0.5)
         return False
 
+    def finish_in_session(self) -> None:
+        """Close every Pi session; then reopen each one that has a turn intent still
+        to deliver (a Pi killed with a deferred turn pending) until it delivered it."""
+        if self.insession is None:
+            return
+        self.insession.close_all()
+        self.launcher.launched += [r for r in self.insession.run_ids()
+                                   if r not in self.launcher.launched]
+        files = {p.session_id: p.session_file for p in self.insession.pis
+                 if p.session_id and p.session_file}
+        for session_id, path in sorted(files.items()):
+            if not self._pending_intents(session_id):
+                continue
+            reopened = self.insession.open_file(path)
+            deadline = time.monotonic() + 30
+            while reopened is not None and self._pending_intents(session_id) and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+            if reopened is not None:
+                reopened.close()
+
+    def _pending_intents(self, session_id: str) -> bool:
+        with Store(self.scratch.paths.store_file, lease_ms=self.scratch.lease_ms) as store:
+            return any(t.session_id == session_id and t.state != "resolved"
+                       for t in store.list_turn_intents())
+
     def finish(self) -> None:
         self.report.settled = self.settle()
+        self.finish_in_session()
         for session in PTY_SESSIONS + DEFERRED_SESSIONS + NOTIFY_SESSIONS:
             for _ in range(20):  # a sync hands out a bounded batch of follow-ups
                 data = self.launcher.sync(session)
@@ -292,6 +356,8 @@ class Drill:
 
     def cleanup(self) -> None:
         """Nothing of the drill's may outlive it (after the final check looked)."""
+        if self.insession is not None:
+            self.insession.close_all()
         for proc in self.hosts.procs:
             if proc.poll() is None:
                 proc.kill()

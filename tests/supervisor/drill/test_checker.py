@@ -22,7 +22,7 @@ from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.protocol.wire import MARKER_ENV
 from pi_workflows.supervisor.drill.checker import KINDS, Violation, check
-from pi_workflows.supervisor.drill.durable import Durable, RunFacts, collect
+from pi_workflows.supervisor.drill.durable import Durable, RunFacts, collect, conversation
 
 from tests.helpers.processes import reap
 
@@ -307,6 +307,117 @@ def test_a_run_failed_by_a_full_disk_a_raw_disk_full_error_and_a_host_that_exite
     durable = good()
     durable.host_exits = [{"pid": 4242, "code": 70}]
     assert "4242 exited 70" in only(check(durable, final=False), "host_exited").evidence
+
+
+# ---- in-session agent steps (pi_session_kill9) ------------------------------------------
+
+
+def agent_events(finisher: str = "plan-2-cccccc") -> list[dict[str, Any]]:
+    """warm -> plan (an agent step) -> fx: plan's first attempt in the session, cut off
+    when its Pi was killed; the run resumed, plan's second attempt headless (with
+    ``finisher`` plan-2-bbbbbb: the session's attempt finished plan, no resume)."""
+    if finisher == "plan-2-bbbbbb":
+        return [ev(1, "run_started", startAt="warm"),
+                ev(2, "node_started", "warm", "warm-1-aaaaaa", step=1),
+                ev(3, "node_finished", "warm", "warm-1-aaaaaa", next="plan"),
+                ev(4, "node_started", "plan", "plan-2-bbbbbb", step=2),
+                ev(5, "agent_prompt_sent", "plan", "plan-2-bbbbbb", via="session"),
+                ev(6, "node_finished", "plan", "plan-2-bbbbbb", next="fx"),
+                ev(7, "node_started", "fx", "fx-3-dddddd", step=3),
+                ev(8, "node_finished", "fx", "fx-3-dddddd", next=None),
+                ev(9, "run_completed")]
+    return [
+        ev(1, "run_started", startAt="warm"),
+        ev(2, "node_started", "warm", "warm-1-aaaaaa", step=1),
+        ev(3, "node_finished", "warm", "warm-1-aaaaaa", next="plan"),
+        ev(4, "node_started", "plan", "plan-2-bbbbbb", step=2),
+        ev(5, "agent_prompt_sent", "plan", "plan-2-bbbbbb", via="session"),
+        ev(6, "run_resumed", at=2000, boundary=True, resumePoint="plan"),
+        ev(7, "node_started", "plan", "plan-2-cccccc", step=2, rerun=True),
+        ev(8, "agent_prompt_sent", "plan", "plan-2-cccccc", via="headless"),
+        ev(9, "node_finished", "plan", finisher, next="fx"),
+        ev(10, "node_started", "fx", "fx-3-dddddd", step=3),
+        ev(11, "node_finished", "fx", "fx-3-dddddd", next=None),
+        ev(12, "run_completed"),
+    ]
+
+
+def talk(accepted: list[str] | None = None, follow_ups: list[str] | None = None,
+         ) -> dict[str, Any]:
+    """A Pi session file as ``durable.conversation`` reads it back."""
+    return {"file": "s1.jsonl",
+            "steps": {"plan-2-bbbbbb": {"runId": RUN, "step": "plan"}},
+            "accepted": accepted or [], "followUps": follow_ups or [],
+            "followUpRuns": {i: RUN for i in follow_ups or []}}
+
+
+def test_an_in_session_step_handed_over_after_a_kill_checks_clean() -> None:
+    durable = good(agent_events())
+    durable.conversations = [talk(follow_ups=["ti-1", "ti-2"])]
+    assert check(durable, final=True, watermarks={"d0": 7}) == []
+
+
+def test_a_step_accepted_in_the_session_then_redone_by_another_attempt() -> None:
+    """The session's submit was accepted (the tool answered it without an error), yet
+    the node finished by the headless attempt: the result was accepted twice."""
+    durable = good(agent_events())
+    durable.conversations = [talk(accepted=["plan-2-bbbbbb"])]
+    found = only(check(durable, final=False), "step_accepted_twice")
+    assert found.run_id == RUN and "plan-2-bbbbbb accepted in the session" in found.evidence
+    # The node finished by the attempt the session handed in: accepted once.
+    durable = good(agent_events(finisher="plan-2-bbbbbb"))
+    durable.conversations = [talk(accepted=["plan-2-bbbbbb"])]
+    assert check(durable, final=False) == []
+
+
+def test_one_attempts_submit_accepted_twice_in_the_session() -> None:
+    durable = good(agent_events(finisher="plan-2-bbbbbb"))
+    durable.conversations = [talk(accepted=["plan-2-bbbbbb"]), talk(accepted=["plan-2-bbbbbb"])]
+    assert "accepted 2 times" in only(check(durable, final=False),
+                                      "step_accepted_twice").evidence
+
+
+def test_an_agent_step_finished_by_two_attempts_in_the_trace() -> None:
+    events = agent_events()
+    events.insert(6, ev(6, "node_finished", "plan", "plan-2-bbbbbb", next="fx"))
+    for seq, event in enumerate(events, 1):
+        event["seq"] = seq
+    found = check(good(events), final=False)
+    assert "step_accepted_twice" in kinds(found)
+    [twice] = [v for v in found if v.kind == "step_accepted_twice"]
+    assert "plan finished 2 times" in twice.evidence
+
+
+def test_a_deferred_turn_delivered_twice_into_one_session() -> None:
+    durable = good()
+    durable.conversations = [talk(follow_ups=["ti-1", "ti-2", "ti-1"])]
+    found = only(check(durable, final=False), "turn_sent_twice")
+    assert found.run_id == RUN and "ti-1" in found.evidence and "2 times" in found.evidence
+
+
+@pytest.mark.timeout(30)
+def test_a_pi_session_file_is_read_back_as_steps_accepted_submits_and_turns(
+        tmp_path: Path) -> None:
+    def custom(**details: Any) -> dict[str, Any]:
+        return {"type": "custom_message", "customType": "pi-workflows", "content": "x",
+                "display": True, "details": details}
+
+    def result(attempt: str, error: bool) -> dict[str, Any]:
+        return {"type": "message", "message": {
+            "role": "toolResult", "toolCallId": "c1", "toolName": "workflow", "isError": error,
+            "content": [{"type": "text", "text": "ok"}],
+            "details": {} if error else {"action": "submit", "step": "plan",
+                                         "attempt": attempt}}}
+
+    entries = [{"type": "session", "id": "s1"},
+               custom(kind="step", runId=RUN, step="plan", attempt="plan-2-bbbbbb"),
+               result("plan-2-bbbbbb", error=True),  # refused: not accepted
+               result("plan-2-bbbbbb", error=False),
+               custom(intentId="ti-1", runId=RUN, kind="follow_up"),
+               custom(kind="report", runId=RUN)]
+    path = tmp_path / "s1.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries) + '{"type": "mess')
+    assert conversation(path) == talk(accepted=["plan-2-bbbbbb"], follow_ups=["ti-1"])
 
 
 def test_every_kind_has_a_test_above() -> None:

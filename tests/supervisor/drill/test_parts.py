@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from pi_workflows.protocol.errors import UsageError
 from pi_workflows.supervisor.drill import scratch as scratch_module
-from pi_workflows.supervisor.drill.faults import KINDS, NEEDS_MOUNT, Injector, Planned, plan
+from pi_workflows.supervisor.drill.faults import (
+    KINDS,
+    MOMENTS,
+    NEEDS_MOUNT,
+    NEEDS_PI,
+    Injector,
+    Planned,
+    moment_of,
+    plan,
+)
 from pi_workflows.supervisor.drill.hosts import Hosts
 from pi_workflows.supervisor.drill.scratch import (
     KEPT_RUNS,
@@ -72,7 +81,7 @@ def test_the_seed_fixes_the_faults_it_asks_for() -> None:
         [plan(two, agents=True) for _ in range(20)]
     rng = random.Random(3)
     drawn = {f.kind for _ in range(300) for f in plan(rng, agents=False)}
-    assert drawn == set(KINDS) - {"pi_kill9"}  # no Pi: no Pi child to kill
+    assert drawn == set(KINDS) - NEEDS_PI  # no Pi: no Pi child, no Pi session to kill
 
 
 def test_forced_kinds_are_the_only_ones_drawn_and_unmountable_ones_are_left_out() -> None:
@@ -143,3 +152,16 @@ def test_every_workflow_file_defines_a_valid_workflow(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.workflow.py"
         path.write_text(text)
         assert load_workflow_file(path).name == name
+
+
+def test_a_pi_session_kill_aims_at_every_phase_of_an_in_session_step() -> None:
+    """``pick`` spreads the kill over the step: Pi starting, the run queued, the step
+    message in (the model mid-response), the submit (or cancel) begun, the deferred turn
+    after a cancel delivered; each within its window."""
+    windows = {phase: window for phase, _, window in MOMENTS}
+    rng = random.Random(9)
+    aimed = [moment_of(rng.random()) for _ in range(400)]
+    assert {phase for phase, _ in aimed} == {"opening", "launched", "step", "submitted", "turn"}
+    assert all(0 <= offset <= windows[phase] for phase, offset in aimed)
+    assert moment_of(0.0) == ("opening", 0.0) and moment_of(0.75)[0] == "submitted"
+    assert moment_of(0.99)[0] == "turn"
