@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -30,9 +31,10 @@ from typing import Any
 
 import psutil
 
+from .agents_kit import all_text, submit
 from .harness import Project, wait_for
 from .pi_env import PiEnv, PiRpc, make_pi_env
-from .scripted_model import Reply, Request, Script, ScriptedModel, ToolCall, call
+from .scripted_model import Reply, Request, Script, ScriptedModel, ToolCall, ToolCalls, call
 
 BIN = Path(sys.executable).with_name("pi-workflows")
 STEP_S = 45.0  # a deadline for one step of a drill; other suites share the two cores
@@ -124,6 +126,36 @@ def steps(*script: Reply | Callable[[Request], Reply]) -> Callable[[Request], Re
 
 def start(workflow: str, **fields: Any) -> ToolCall:
     return call("workflow", {"action": "start", "workflow": workflow, **fields})
+
+
+# The step contract's own line names the attempt that counts (a retry's note names the
+# interrupted one after it).
+CONTRACT = re.compile(r"step [\w-]+, attempt ([\w-]+)\.")
+
+
+def step_attempt(request: Request) -> str:
+    """The attempt the newest step contract in ``request`` names."""
+    found = CONTRACT.findall(all_text(request))
+    assert found, request.describe()
+    return str(found[-1])
+
+
+def submit_step(output: Any) -> Callable[[Request], Reply]:
+    """A scripted reply: submit ``output`` for the step the request is about."""
+    def reply(request: Request) -> Reply:
+        return ToolCalls(submit(step_attempt(request), output))
+
+    return reply
+
+
+def started_run(pi: PiRpc) -> str | None:
+    """The run the model's (first) ``start`` queued, once its tool call has ended."""
+    for e in pi.events:
+        if e.get("type") == "tool_execution_end":
+            run = ((e.get("result") or {}).get("details") or {}).get("runId")
+            if run:
+                return str(run)
+    return None
 
 
 def ui(pi: PiRpc, method: str) -> list[dict[str, Any]]:

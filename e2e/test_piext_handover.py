@@ -8,7 +8,6 @@ own conversation and completes."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 from collections import Counter
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .agents_kit import all_text, attempts_seen, submit
+from .agents_kit import all_text, attempts_seen
 from .harness import Project, alive, wait_for
 from .pi_env import PiRpc
 from .piext_kit import (
@@ -27,6 +26,9 @@ from .piext_kit import (
     extension_drill,
     session_file,
     start,
+    started_run,
+    step_attempt,
+    submit_step,
     text_of,
 )
 from .scripted_model import Reply, Request, Stall, Text, ToolCalls, message_text
@@ -36,16 +38,7 @@ from .test_piext_insession import ASK
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 
-CONTRACT = re.compile(r"step [\w-]+, attempt ([\w-]+)\.")
-
-
-def _attempt(request: Request) -> str:
-    """The attempt the newest step contract names (a retry's note names the old one too)."""
-    return CONTRACT.findall(all_text(request))[-1]
-
-
-def _answer(request: Request) -> Reply:
-    return ToolCalls(submit(_attempt(request), {"answer": "teal"}))
+_answer = submit_step({"answer": "teal"})
 
 
 def _brain(stall: Stall) -> Callable[[Request], Reply | None]:
@@ -63,15 +56,6 @@ def _brain(stall: Stall) -> Callable[[Request], Reply | None]:
         return _answer(request) if "This is a retry" in text else stall
 
     return decide
-
-
-def _run_id(pi: PiRpc) -> str | None:
-    for e in pi.events:
-        if e.get("type") == "tool_execution_end":
-            run = ((e.get("result") or {}).get("details") or {}).get("runId")
-            if run:
-                return str(run)
-    return None
 
 
 def _state(project: Project, run: str) -> str:
@@ -99,7 +83,7 @@ def _mid_step(drill: ExtensionDrill, stall: Stall) -> tuple[PiRpc, str, str]:
     told = pi.request({"type": "prompt", "message": "Remember PELICAN. Run ask about the sea."})
     assert told["success"]
     stall.wait_reached(STEP_S)
-    run = _run_id(pi)
+    run = started_run(pi)
     assert run is not None
     assert _via(drill.project, run) == ["session"]
     return pi, run, session_file(pi)
@@ -179,7 +163,7 @@ def test_criterion_2_kill_9_of_pi_mid_response_no_host_the_reopened_pi_resumes_t
         steps_shown = [m for m in custom(reopened)
                        if (m.get("details") or {}).get("kind") == "step"]
         assert len(steps_shown) == 2  # the first attempt's, kept in the session, and the retry
-        assert steps_shown[1]["details"]["attempt"] == _attempt(retry)
+        assert steps_shown[1]["details"]["attempt"] == step_attempt(retry)
         status = project.cli("status", run, "--json").stdout
         assert '"teal"' in status
         drill.check()

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from .agents_kit import attempts_seen, submit
 from .harness import Project, wait_for
 from .pi_env import PiRpc
 from .piext_kit import (
@@ -24,11 +23,13 @@ from .piext_kit import (
     extension_drill,
     follow_ups,
     start,
+    started_run,
     statuses,
     steps,
+    submit_step,
     wait_status,
 )
-from .scripted_model import Reply, Request, Stall, Text, ToolCalls, call
+from .scripted_model import Stall, Text, ToolCalls, call
 from .sessions_kit import query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
@@ -52,15 +53,6 @@ workflow = define_workflow(
 '''
 
 
-def _run_id(pi: PiRpc) -> str | None:
-    for e in pi.events:
-        if e.get("type") == "tool_execution_end":
-            run = ((e.get("result") or {}).get("details") or {}).get("runId")
-            if run:
-                return str(run)
-    return None
-
-
 def _status(project: Project, run: str) -> dict[str, Any]:
     return dict(json.loads(project.cli("status", run, "--json").stdout))
 
@@ -74,17 +66,13 @@ def test_abort_mid_response_holds_the_step_and_resume_delivers_it_again(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("ask", ASK)
     stall = Stall("Let me think", timeout=120.0)
-
-    def right(request: Request) -> Reply:
-        seen = attempts_seen(request)
-        assert seen, request.describe()
-        return ToolCalls(submit(seen[-1], {"answer": "amber"}))
+    right = submit_step({"answer": "amber"})
 
     script = steps(ToolCalls(start("ask", task="autumn")), Text("Queued."), stall, right)
     with extension_drill(project, script, tmp_path / "pi") as drill:
         pi = drill.open()
         assert pi.request({"type": "prompt", "message": "run ask"})["success"]
-        run = wait_for(lambda: _run_id(pi), STEP_S, what="the queued run", diag=pi.diagnose)
+        run = wait_for(lambda: started_run(pi), STEP_S, what="the queued run", diag=pi.diagnose)
 
         # The step's turn is mid-response: the user stops it (Escape; here RPC abort).
         stall.wait_reached(STEP_S)
@@ -171,10 +159,7 @@ def test_a_turn_of_the_users_own_after_the_hold_ends_it_with_the_usual_reminder(
     project.write_workflow("ask", ASK)
     stall = Stall("Let me think", timeout=120.0)
 
-    def right(request: Request) -> Reply:
-        seen = attempts_seen(request)
-        assert seen, request.describe()
-        return ToolCalls(submit(seen[-1], {"answer": "rust"}))
+    right = submit_step({"answer": "rust"})
 
     script = steps(stall, Text("It is autumn."), right)
     with extension_drill(project, script, tmp_path / "pi") as drill:
@@ -203,10 +188,7 @@ def test_abort_while_a_tool_of_the_step_runs_holds_the_step_too(
     project.write_workflow("ask", ASK)
     slow = project.root / "slow.started"
 
-    def right(request: Request) -> Reply:
-        seen = attempts_seen(request)
-        assert seen, request.describe()
-        return ToolCalls(submit(seen[-1], {"answer": "moss"}))
+    right = submit_step({"answer": "moss"})
 
     # The step's turn runs a long shell command; the user stops it while it runs.
     script = steps(ToolCalls(call("bash", {"command": f"touch {slow}; sleep 60"})), right)

@@ -12,11 +12,19 @@ from typing import Any
 
 import pytest
 
-from .agents_kit import all_text, attempts_seen, submit
+from .agents_kit import all_text
 from .harness import Project, wait_for
-from .pi_env import PiRpc
-from .piext_kit import STEP_S, custom, extension_drill, start, steps, text_of
-from .scripted_model import Reply, Request, Text, ToolCalls
+from .piext_kit import (
+    STEP_S,
+    custom,
+    extension_drill,
+    start,
+    started_run,
+    steps,
+    submit_step,
+    text_of,
+)
+from .scripted_model import Text, ToolCalls
 from .sessions_kit import query
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
@@ -46,22 +54,6 @@ workflow = define_workflow(
 '''
 
 
-def _step_attempt(request: Request) -> str:
-    seen = attempts_seen(request)
-    assert seen, all_text(request)
-    return seen[-1]
-
-
-def _run_id(pi: PiRpc) -> str | None:
-    """The run the model's start queued, once its tool call has ended."""
-    for e in pi.events:
-        if e.get("type") == "tool_execution_end":
-            run = ((e.get("result") or {}).get("details") or {}).get("runId")
-            if run:
-                return str(run)
-    return None
-
-
 def _final(project: Project, run: str) -> dict[str, Any]:
     wait_for(lambda: query(project, "SELECT state FROM workflow_run_queue WHERE run_id = ?",
                            (run,))[0]["state"] == "done", STEP_S, what="the run to finish")
@@ -75,11 +67,7 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("ask", ASK)
 
-    def wrong(request: Request) -> Reply:
-        return ToolCalls(submit(_step_attempt(request), {"colour": "red"}))
-
-    def right(request: Request) -> Reply:
-        return ToolCalls(submit(_step_attempt(request), {"answer": "teal"}))
+    wrong, right = submit_step({"colour": "red"}), submit_step({"answer": "teal"})
 
     script = steps(ToolCalls(start("ask", task="the sea")), Text("Queued."), wrong, right,
                    Text("It was teal."))
@@ -87,7 +75,7 @@ def test_the_agent_step_is_a_turn_of_the_sessions_own_conversation(
         pi = drill.open()
         assert pi.request({"type": "prompt",
                            "message": "Remember the word PELICAN. Then run ask."})["success"]
-        run = wait_for(lambda: _run_id(pi), STEP_S, what="the queued run", diag=pi.diagnose)
+        run = wait_for(lambda: started_run(pi), STEP_S, what="the queued run", diag=pi.diagnose)
         out = _final(project, run)
         assert out["answer"] == "teal"
         # The compute nodes ran in the session runner's worker, not in Pi.
@@ -131,8 +119,7 @@ def test_a_turn_without_a_submission_gets_a_reminder_even_with_a_long_temp_dir(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("ask", ASK)
 
-    def right(request: Request) -> Reply:
-        return ToolCalls(submit(_step_attempt(request), {"answer": "ochre"}))
+    right = submit_step({"answer": "ochre"})
 
     script = steps(ToolCalls(start("ask", task="sand")), Text("Queued."),
                    Text("Thinking about it."), right)
@@ -143,7 +130,7 @@ def test_a_turn_without_a_submission_gets_a_reminder_even_with_a_long_temp_dir(
         drill.pi_env.env["TMPDIR"] = str(long_tmp)
         pi = drill.open()
         assert pi.request({"type": "prompt", "message": "run ask"})["success"]
-        run = wait_for(lambda: _run_id(pi), STEP_S, what="the queued run", diag=pi.diagnose)
+        run = wait_for(lambda: started_run(pi), STEP_S, what="the queued run", diag=pi.diagnose)
         assert _final(project, run)["answer"] == "ochre"
         reminded = drill.model.completions[3]
         assert "ended your turn without an accepted submission" in all_text(reminded)

@@ -25,11 +25,19 @@ from typing import Any
 
 import pytest
 
-from .agents_kit import ESCAPES, all_text, attempts_seen, submit
+from .agents_kit import ESCAPES, all_text, attempts_seen
 from .harness import HarnessError, Project, wait_for
 from .pi_env import RPC_FLAGS, pi_binary
-from .piext_kit import STEP_S, extension_path, kill_activations, pi_env_for, start, steps
-from .scripted_model import Reply, Request, ScriptedModel, Stall, Text, ToolCalls
+from .piext_kit import (
+    STEP_S,
+    extension_path,
+    kill_activations,
+    pi_env_for,
+    start,
+    steps,
+    submit_step,
+)
+from .scripted_model import ScriptedModel, Stall, Text, ToolCalls
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
@@ -173,11 +181,7 @@ def test_escape_in_the_tui_holds_the_step_and_workflow_resume_delivers_it_again(
         project: Project, tmp_path: Path) -> None:
     project.write_workflow("ask", ASK)
     stall = Stall("Let me think", timeout=120.0)
-
-    def right(request: Request) -> Reply:
-        seen = attempts_seen(request)
-        assert seen, request.describe()
-        return ToolCalls(submit(seen[-1], {"answer": "amber"}))
+    right = submit_step({"answer": "amber"})
 
     script = steps(ToolCalls(start("ask", task="autumn")), Text("Queued."), stall, right)
     with ScriptedModel(script) as model, pi_on_pty(project, model, tmp_path / "pi") as term:
