@@ -10,7 +10,10 @@ byte-for-byte comparison with the typer app on real runs is
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +103,30 @@ def test_nothing_to_activate_and_the_errors_read_as_on_the_typer_path(
     assert run_cli("activate", "--session", "s1", "--park-on-eof", *where,
                    env=env).stdout == "nothing to activate for session s1\n"
     assert len(lifelines) == 3  # one watch by each path, and the last call's
+
+
+# Runs the entry point, then names what of the heavy imports it loaded.
+LOADED = """
+import json, sys
+from pi_workflows.supervisor.cli.main import main
+code = main(sys.argv[1:])
+heavy = ("typer", "pydantic", "pydantic_settings", "psutil", "loguru", "rich",
+         "pi_workflows.protocol.definitions.discovery", "pi_workflows.supervisor.session.actions",
+         "pi_workflows.supervisor.procs.reaper", "pi_workflows.supervisor.procs.lockholders")
+sys.stderr.write(json.dumps(sorted(m for m in heavy if m in sys.modules)) + "\\n")
+sys.exit(code)
+"""
+
+
+def test_activate_reaches_its_claim_without_the_heavy_imports(tmp_path: Path) -> None:
+    """Its start-up is on the way from the model's turn to the run's first node: no typer,
+    no reaping (psutil, loguru) and no workflow loading before the worker is spawned."""
+    project, env = _project(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", LOADED, "activate", "--session", "s1",
+                           "--park-on-eof", "--project", str(project)], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, "nothing to activate for session s1\n")
+    assert json.loads(proc.stderr.splitlines()[-1]) == []
 
 
 class _Terminal(io.TextIOWrapper):
