@@ -660,6 +660,9 @@ def references(r: Rig, n: int) -> Figures:
          {"PI_WORKFLOWS_NO_FAST_CLI": "1"}),
         ("activate --session NOBODY (nothing to do; typer)",
          [str(r.real_bin), "activate", "--session", "nobody", *where], {}),
+        # The extension's own form, on the fast path since issue 22's latency work.
+        ("activate --session NOBODY --park-on-eof (fast path)",
+         [str(r.real_bin), "activate", "--session", "nobody", "--park-on-eof", *where], {}),
     ]
     for _ in range(max(3, n)):  # interleaved, so a busy spell hits every case
         for name, argv, extra in cases:

@@ -5,8 +5,10 @@ with ``PI_WORKFLOWS_NO_FAST_CLI=1`` (the full typer app), and compares exit
 code, stdout and stderr exactly: good answers, each one-line error (bad run
 id, unknown project, no store, ambiguous prefix, bad session, bad filters),
 settings errors from the environment and the config file, and the cases the
-fast path leaves to typer. The plain cases are also checked to really take
-the fast path (neither typer nor pydantic is loaded).
+fast path leaves to typer; the Pi extension's session runner (``activate
+--session S --park-on-eof``) completes, fails, waits and parks on its
+lifeline alike. The plain cases are also checked to really take the fast
+path (neither typer nor pydantic is loaded).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from tests.helpers.processes import reap
 
 from .harness import Project, wait_for
-from .snippets import ONE_NODE, REVIEW
+from .snippets import HOLD, ONE_NODE, REVIEW
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
@@ -312,3 +314,109 @@ def test_bad_input_is_the_same_usage_error_both_ways(project: Project) -> None:
             out = _same(project, [*args, *where], extra)
             assert out.returncode == 2 and out.stderr.startswith(
                 "pi-workflows: error: invalid setting "), (args, out.stderr)
+
+
+HOLDING = HOLD + """
+from pi_workflows import define_workflow, compute
+workflow = define_workflow(start_at="hold", nodes=[compute("hold", hold("hold"))])
+"""
+TIMES = re.compile(r"\b\d\d:\d\d:\d\d\b")
+
+
+def _held(project: Project, args: list[str], env: dict[str, str], *,
+          probe: bool = False) -> subprocess.CompletedProcess[str]:
+    """A session runner as the Pi extension starts it: stdin a pipe held open all along."""
+    head = [sys.executable, "-c", HOST_PROBE] if probe else [sys.executable, "-m", "pi_workflows"]
+    read, write = os.pipe()
+    try:
+        return subprocess.run([*head, *args], stdin=read, env=env, capture_output=True,
+                              text=True, timeout=60, cwd=project.root)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def _shown(proc: subprocess.CompletedProcess[str], run_id: str, session: str = "",
+           ) -> tuple[int, str, str]:
+    """What a session runner printed, its run id, clock times and ``session`` masked."""
+    def mask(text: str) -> str:
+        text = TIMES.sub("<time>", _masked(text, run_id))
+        return text.replace(session, "<session>") if session else text
+
+    return proc.returncode, mask(proc.stdout), mask(proc.stderr)
+
+
+@pytest.mark.timeout(240)
+def test_activate_for_the_pi_extension_runs_as_typer_does(project: Project) -> None:
+    """Twin reservations, one activated each way: the same lines and exit code, then its
+    errors, and a park on the lifeline (the Pi that spawned the runner gone)."""
+    project.write_workflow("quick", ONE_NODE)
+    project.write_workflow("review", REVIEW)
+    project.write_workflow("holding", HOLDING)
+    where = ["--project", str(project.root)]
+    slow = {**project.env, "PI_WORKFLOWS_NO_FAST_CLI": "1"}
+
+    def reserve(name: str, session: str, *task: str) -> str:
+        out = project.cli("start", name, *task, "--session", session, "--json")
+        return str(json.loads(out.stdout)["runId"])
+
+    def activate(session: str) -> list[str]:
+        return ["activate", "--session", session, "--park-on-eof", *where]
+
+    # Completed (0), waiting at a checkpoint (3), failed (1: no task for the draft);
+    # then nothing left to activate (0).
+    for case, (name, task, code) in enumerate((("quick", [], 0), ("review", ["t"], 3),
+                                                ("review", [], 1))):
+        ids = reserve(name, f"c{case}-fast", *task), reserve(name, f"c{case}-full", *task)
+        fast = _held(project, activate(f"c{case}-fast"), project.env)
+        full = _held(project, activate(f"c{case}-full"), slow)
+        assert _shown(fast, ids[0], f"c{case}-fast") == _shown(full, ids[1], f"c{case}-full")
+        assert fast.returncode == code and "Traceback" not in fast.stderr, fast
+        assert project.row(ids[0]).state == project.row(ids[1]).state
+    nothing = _held(project, activate("c0-fast"), project.env)
+    assert _shown(nothing, "", "c0-fast") == _shown(
+        _held(project, activate("c0-full"), slow), "", "c0-full")
+    assert (nothing.returncode, nothing.stdout) == (0, "nothing to activate for session c0-fast\n")
+    # Without typer or pydantic.
+    probed = reserve("quick", "probe")
+    assert _held(project, activate("probe"), project.env, probe=True).returncode == 0
+    assert project.row(probed).state == "done"
+
+    # Its errors, and the forms it leaves to typer, are typer's exactly.
+    plain = {k: v for k, v in project.env.items() if k != "PI_WORKFLOWS_SESSION"}
+    for args, extra in (
+            (["activate", "--session", "bad session!", "--park-on-eof", *where], {}),
+            (["activate", "--session", "s1", "--park-on-eof", "--project",
+              str(project.root / "nowhere")], {}),
+            (activate("s1"), {"PI_WORKFLOWS_LEASE_MS": "abc"}),
+            (["activate", "--park-on-eof", *where], {}),  # no session: typer's
+            (["activate", "--session", "s1", "--park-on-eof", "--json", *where], {}),
+            (["activate", "--session", "s1", *where], {}),  # no lifeline: typer's
+            (["activate", "--session", "s1", "--park-on-eof", "--session", "s2", *where], {}),
+            (["activate", "--session", "s1", "--park-on-eof", "extra", *where], {}),
+            (["activate", "--session", "s1", "--park-on-eof", "--help"], {})):
+        fast = _held(project, args, {**plain, **extra})
+        full = _held(project, args, {**plain, **extra, "PI_WORKFLOWS_NO_FAST_CLI": "1"})
+        assert _shown(fast, "") == _shown(full, ""), args
+        assert "Traceback" not in fast.stderr, fast.stderr
+        assert fast.returncode == 0 or len(fast.stderr.splitlines()) == 1, (args, fast.stderr)
+
+    # The lifeline: once the pipe's other end closes, the run parks (4) where it was.
+    parked = []
+    for number, (session, env) in enumerate((("hold-fast", project.env),
+                                             ("hold-full", slow)), start=1):
+        run_id = reserve("holding", session)
+        proc = subprocess.Popen([sys.executable, "-m", "pi_workflows", *activate(session)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, cwd=project.root,
+                                start_new_session=True)
+        try:
+            wait_for(lambda n=number: len(project.lines("hold.started")) == n, timeout=60,
+                     what="the held node to start under activate")
+            out, err = proc.communicate(timeout=60)  # closes stdin first
+        finally:
+            reap(proc)
+        parked.append(_shown(subprocess.CompletedProcess([], proc.returncode, out, err),
+                             run_id, session))
+        assert proc.returncode == 4 and project.row(run_id).state == "parked", (out, err)
+    assert parked[0] == parked[1]

@@ -65,7 +65,11 @@ COMMANDS: tuple[CommandEntry, ...] = (
                  "Reserve a run for a session, to start with `activate`.",
                  FastSpec(1, MANY, frozenset({"--json", "--by-agent"}), _INPUT)),
     CommandEntry("activate", "start_activate",
-                 "Start a session's reserved run here and show it live."),
+                 "Start a session's reserved run here and show it live.",
+                 # The Pi extension's session runner only; --json is typer's.
+                 FastSpec(0, 0, frozenset({"--park-on-eof"}),
+                          frozenset({"--project", "--session"}),
+                          required=frozenset({"--session", "--park-on-eof"}))),
     CommandEntry("sync", "sync", "Catch a session up on changed runs and its messages.",
                  FastSpec(0, 0, frozenset({"--json", "--hold-follow-ups"}),
                           frozenset({"--project", "--session"}))),

@@ -3,7 +3,9 @@
 Owns ``main``: ``status [RUN] --json``, ``list --json``, ``sync --json``,
 ``run NAME --detach --json``, ``start NAME --json``, ``resolve-follow-up
 INTENT --json``, ``answer RUN --json`` and ``cancel RUN --json`` (what the
-Pi extension and scripts call, often once a turn), and a foreground ``host
+Pi extension and scripts call, often once a turn), the extension's session
+runner ``activate --session S --park-on-eof`` (its start-up is on the way
+from the model's turn to the run's first node), and a foreground ``host
 [--project P] [--concurrency N] [-- PI_ARGS]`` (a host restarted after a
 crash should reach its runs fast), are parsed here by hand, each by the
 ``FastSpec`` of its entry in the command table (``protocol.commands``), and
@@ -14,7 +16,8 @@ a value that looks like an option, ``--follow``, odd settings that
 ``protocol.leansettings`` declines, shell completion), goes to the full
 typer app (``supervisor.cli.app``), which also gives every parse error. The
 answers come from the same functions (``supervisor.views.reports``,
-``supervisor.session.sync``, ``supervisor.session.actions``), and the
+``supervisor.session.sync``, ``supervisor.session.actions``,
+``supervisor.session.activation``), and the
 one-line errors and exit codes are those of ``supervisor.cli.app.main``:
 ``e2e/test_fastcli.py`` runs each case both ways and compares
 the bytes. ``PI_WORKFLOWS_NO_FAST_CLI=1``
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -251,6 +255,43 @@ def _host(call: _Call) -> int:
     return run_foreground(settings, paths, concurrency, call.passed)
 
 
+# click's ANSI codes, which ``typer.echo`` drops when standard output is no terminal
+# (a pattern, not compiled here: ``re`` caches it, and only ``activate`` uses it).
+_ANSI = r"\033\[[;?0-9]*[a-zA-Z]"
+
+
+def _echo(line: str) -> None:
+    """``typer.echo`` of one line of text, without typer: the same bytes, flushed."""
+    out = sys.stdout
+    if out is None:
+        return
+    text = line + "\n"
+    try:
+        terminal = out.isatty()
+    except Exception:  # as click: a stream that cannot tell is no terminal
+        terminal = False
+    out.write(text if terminal else re.sub(_ANSI, "", text))
+    out.flush()
+
+
+def _activate(call: _Call) -> int:
+    """``activate --session S --park-on-eof``: the Pi extension's session runner.
+
+    What ``cli.commands.start_activate.activate_command`` does for that form
+    (no ``--json``): the run shown live on a terminal, else as plain lines.
+    """
+    from ...protocol.store import open_store
+    from ..session.activation import activate
+    from ..session.lifeline import stdin_lifeline
+    from ..views.runview import terminal_view
+
+    settings, paths = _settings_and_paths(call.values)
+    owner = _own_session(call.values, "activate")
+    with open_store(settings, paths.store_file) as store, \
+            terminal_view(_echo, project=paths.project) as view:
+        return activate(store, settings, paths, owner, view=view, lifeline=stdin_lifeline)
+
+
 def _resolve(call: _Call) -> int:
     from ...protocol.store import open_store
 
@@ -265,7 +306,8 @@ def _resolve(call: _Call) -> int:
 # The commands whose table entry has a FastSpec, and what runs each of them.
 _HANDLERS: dict[str, Callable[[_Call], int]] = {
     "host": _host, "status": _status, "list": _list, "sync": _sync, "run": _run,
-    "start": _start, "answer": _answer, "cancel": _cancel, "resolve-follow-up": _resolve,
+    "start": _start, "activate": _activate, "answer": _answer, "cancel": _cancel,
+    "resolve-follow-up": _resolve,
 }
 
 

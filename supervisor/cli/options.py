@@ -9,11 +9,7 @@ with the fast command line). Imports typer, ``protocol``,
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -106,18 +102,3 @@ def required_session(value: str | None, command: str) -> str:
     if checked is None:
         raise session_required(command)
     return checked
-
-
-def stdin_lifeline(stop: Callable[[], None], fd: int = 0) -> None:
-    """Call ``stop`` (from a daemon thread) once ``fd`` (standard input) reaches end of file.
-
-    The pipe's other end is the parent's (the Pi extension's): when the
-    parent exits, however it exits, the kernel closes it.
-    """
-    def watch() -> None:
-        with contextlib.suppress(OSError):
-            while os.read(fd, 4096):
-                pass
-        stop()
-
-    threading.Thread(target=watch, name="stdin-lifeline", daemon=True).start()

@@ -294,9 +294,13 @@ export default function (pi: ExtensionAPI) {
 			do {
 				again = false;
 				if (closed || !idle(ctx)) return;
+				// `sync` creates the store when there is none, so it runs beside `status` (one
+				// process's wait less at every boundary) only once the store is known to exist.
+				const file = storeFiles?.[0];
+				const syncing = file && fs.existsSync(file) ? cli(session(["sync", "--hold-follow-ups"]), cwd) : undefined;
 				const status = await cli(session(["status", "--nodes"]), cwd);
-				if (status.code !== 0) return; // no store yet: this project never had a run
-				const run = (parse<{ run: RunInfo | null }>(status) ?? { run: null }).run;
+				if (status.code !== 0 && !syncing) return; // no store yet: this project never had a run
+				const run = status.code === 0 ? (parse<{ run: RunInfo | null }>(status) ?? { run: null }).run : null;
 				const catchUp = catchUpDue;
 				// Reopened with the session's own run parked and no host to resume it: this
 				// session resumes it (seed 000, acceptance 2). The claim decides against a host
@@ -310,9 +314,11 @@ export default function (pi: ExtensionAPI) {
 					!resumeTried.has(run.runId)
 				)
 					resumeDue = run.runId;
-				const snapshot = parse<Snapshot>(await cli(session(["sync", "--hold-follow-ups"]), cwd));
+				const snapshot = parse<Snapshot>(await (syncing ?? cli(session(["sync", "--hold-follow-ups"]), cwd)));
 				if (snapshot) catchUpDue = false;
+				// What a sync printed counts as shown, so it is delivered even when `status` failed.
 				if (snapshot && (await deliver(ctx, snapshot, catchUp))) return; // a model turn runs now
+				if (status.code !== 0) return; // the session's run is unknown: nothing to activate
 				if (closed || !idle(ctx)) return;
 				if (resumeDue) resumeHere(ctx);
 				else activate(ctx, run);

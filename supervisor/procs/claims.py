@@ -6,28 +6,36 @@ kept the claim), in which case the run's leftover processes are killed
 before anything reruns its node; giving a claim back without ending the
 run (parked, or parked blocked for a person); and failing a claimed run in
 its bundle and the queue alike. Imports ``protocol`` and the procs wing's
-OS layer and lock holders; never the host or a session.
+OS layer and lock holders; never the host or a session. loguru and the
+bundle writer only where they are used (a warning; failing a run): a
+session runner imports this module before it starts its worker.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import psutil
-from loguru import logger
+from typing import TYPE_CHECKING
 
 from ...protocol.bundle import Bundle, bundle_exists
-from ...protocol.bundlewriter import BundleWriter
 from ...protocol.diskfull import DISK_FULL, disk_full_line, is_disk_full
 from ...protocol.errors import PiWorkflowsError
 from ...protocol.fence import BundleLocked
 from ...protocol.limits import safe_error_message
-from ...protocol.settle import settle_bundle
 from ...protocol.states import QueueState
 from ...protocol.store import Claim, Store
 from ...protocol.wire import CLEAN_EXITS
-from .lockholders import Holder
 from .oslayer import OsLayer
+
+if TYPE_CHECKING:
+    import psutil
+
+    from .lockholders import Holder
+
+
+def _warn(message: str, *args: object) -> None:
+    from loguru import logger
+
+    logger.opt(depth=1).warning(message, *args)
 
 
 def left_behind(store: Store, claim: Claim, code: int) -> bool:
@@ -70,7 +78,7 @@ def give_back(store: Store, runs_dir: Path, claim: Claim, *, code: str | None = 
             store.mark_running(claim.run_id, claim.token)
         store.park(claim.run_id, claim.token, code=code, message=message)
     except PiWorkflowsError as exc:
-        logger.warning("could not give back run {}: {}", claim.run_id, exc)
+        _warn("could not give back run {}: {}", claim.run_id, exc)
 
 
 def lock_blockers(os_layer: OsLayer, runs_dir: Path, project_key: str, runner_id: str,
@@ -120,6 +128,9 @@ def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message:
     (a crash loop there was most likely the full disk's doing). Returns the
     code it was parked with, or None once it failed.
     """
+    from ...protocol.bundlewriter import BundleWriter
+    from ...protocol.settle import settle_bundle
+
     bundle = Bundle(runs_dir, claim.run_id)
     if bundle.exists():
         try:
@@ -132,8 +143,8 @@ def fail_claimed(store: Store, runs_dir: Path, claim: Claim, code: str, message:
                               f" `pi-workflows resume {claim.run_id}` retries it")
             return code
         except PiWorkflowsError as exc:  # corrupt: status shows queue/bundle
-            logger.warning("run {}: its bundle could not record the failure ({})",
-                           claim.run_id, exc.code)
+            _warn("run {}: its bundle could not record the failure ({})", claim.run_id,
+                  exc.code)
         except OSError as exc:
             # The caller (a host's serving loop) must not die of a write it
             # cannot make: the run waits, parked, instead of ending half-recorded.

@@ -4,7 +4,8 @@ Owns orphan discovery (pids recorded in unsettled bundles, and any process
 carrying this project's run marker) and killing them by group and then one
 by one, after checking identity: a pid is never signalled on the strength
 of "it is alive" alone, and a live runner's processes are never touched.
-Imports ``protocol`` and psutil.
+Imports ``protocol`` and psutil; loguru only when it has a warning to log
+(its import costs more than the rest of this module's).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import psutil
-from loguru import logger
 
 from ...protocol.bundle import Bundle, BundleCorrupt, list_bundles
 from ...protocol.liveness import is_same_process
@@ -132,8 +132,11 @@ def kill_processes(procs: Iterable[psutil.Process], *, timeout: float = 5.0) -> 
     while alive and time.monotonic() < deadline:
         time.sleep(0.02)
         alive = [p for p in alive if _alive(p)]
-    for proc in alive:
-        logger.warning("process {} survived SIGKILL", proc.pid)
+    if alive:
+        from loguru import logger
+
+        for proc in alive:
+            logger.warning("process {} survived SIGKILL", proc.pid)
     return len(targets)
 
 

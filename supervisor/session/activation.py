@@ -18,6 +18,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ...protocol.bundle import bundle_exists
 from ...protocol.errors import ConflictError, ExitCode, TransitionRefused
@@ -29,9 +30,10 @@ from ..procs.gone import clear_gone_holder
 from ..procs.oslayer import OsLayer
 from ..views.runview import RunView
 from ..views.wording import cli
-from .actions import reserve
-from .launch import Prepared
 from .runner import Echo, SessionRunner, session_runner
+
+if TYPE_CHECKING:
+    from .launch import Prepared
 
 Q = QueueState
 
@@ -39,6 +41,8 @@ Q = QueueState
 def start(store: Store, prepared: Prepared, session: str, *,
           by_agent: bool = False) -> QueueRow:
     """Commit the reservation; every preflight check has run by now (seed 002, Start)."""
+    from .actions import reserve  # here: ``activate`` (its start-up is timed) needs none of it
+
     return reserve(store, prepared, session, by_agent=by_agent)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.conversation import CONVERSATION_ENV
@@ -44,11 +45,13 @@ from ...protocol.wire import PARK_MARGIN_S, WorkerExit
 from ...protocol.workerconfig import WorkerConfig
 from ..procs.claims import after_exit, give_back, park_disk_full
 from ..procs.oslayer import OsLayer, RealOs
-from ..procs.workers import WorkerHandle
 from ..views.follower import TraceFollower, ended_without_bundle
 from ..views.runview import PlainView, RunView, as_view
 from ..views.wording import cli
-from .launch import Prepared
+
+if TYPE_CHECKING:
+    from ..procs.workers import WorkerHandle
+    from .launch import Prepared
 
 POLL_S = 0.05
 Echo = Callable[[str], None]

@@ -20,6 +20,7 @@ from ....protocol.errors import UsageError
 from ....protocol.settle import repin_source
 from ....protocol.states import CLAIMED, PAUSED_CODE, TERMINAL, QueueState
 from ...session.actions import wake_host
+from ...session.lifeline import stdin_lifeline
 from ...session.runner import session_runner
 from ...views.holds import chat_hold, hold_text
 from ...views.runref import existing_row as _existing
@@ -34,7 +35,6 @@ from ..options import (
     emit_json,
     project_context,
     session_id,
-    stdin_lifeline,
 )
 
 

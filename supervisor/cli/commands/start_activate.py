@@ -1,10 +1,13 @@
 """The deferred launch of a session's run: ``start`` and ``activate``.
 
-Owns parsing their arguments and printing their results, and the stdin
-lifeline of ``activate --park-on-eof``; the protocol is
+Owns parsing their arguments and printing their results; the protocol is
 ``supervisor.session.activation`` (``start`` reserves a run for a session,
-``activate`` starts it at the session's idle boundary). ``register(app)``
-adds both commands. Must not import the worker or another command module.
+``activate`` starts it at the session's idle boundary) and the stdin
+lifeline of ``activate --park-on-eof`` is ``supervisor.session.lifeline``.
+The Pi extension's exact ``activate --session S --park-on-eof`` is also on
+the fast command line (``supervisor.cli.main``), which does what
+``activate_command`` does without typer. ``register(app)`` adds both
+commands. Must not import the worker or another command module.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ....protocol.store import open_store
 from ...session.actions import start_json
 from ...session.activation import activate, start
 from ...session.launch import prepare_run
+from ...session.lifeline import stdin_lifeline
 from ...views.runview import terminal_view
 from ...views.status import run_status
 from ..options import (
@@ -36,7 +40,6 @@ from ..options import (
     parse_input,
     project_context,
     required_session,
-    stdin_lifeline,
 )
 
 

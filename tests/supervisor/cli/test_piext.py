@@ -14,8 +14,8 @@ import pytest
 from pi_workflows.protocol.errors import TransitionRefused
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.supervisor.cli.commands.pi_extension import EXTENSION
-from pi_workflows.supervisor.cli.options import stdin_lifeline
 from pi_workflows.supervisor.session import sync
+from pi_workflows.supervisor.session.lifeline import stdin_lifeline
 
 from tests.helpers.cli import run_cli
 from tests.helpers.clocks import FakeClock
