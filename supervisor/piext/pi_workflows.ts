@@ -482,16 +482,20 @@ export default function (pi: ExtensionAPI) {
 
 	/** Nothing unfinished: look at the store's files every second, poll only when they changed
 	 * (a run started elsewhere for this session, say). A stat, no process. */
+	/** Look up the store's files once: the idle watch stats them, and settle() runs sync beside status once the store exists. */
+	function learnStore(): void {
+		if (storeFiles !== undefined) return;
+		storeFiles = [];
+		void cli(["paths", "--project", cwd, "--json"], cwd).then((r) => {
+			const file = parse<{ storeFile?: string }>(r)?.storeFile;
+			storeFiles = file ? [file, `${file}-wal`] : [];
+			storeSeen = storeStamp();
+		});
+	}
+
 	function watch(): void {
 		if (closed || watchTimer || pollTimer) return;
-		if (storeFiles === undefined) {
-			storeFiles = [];
-			void cli(["paths", "--project", cwd, "--json"], cwd).then((r) => {
-				const file = parse<{ storeFile?: string }>(r)?.storeFile;
-				storeFiles = file ? [file, `${file}-wal`] : [];
-				storeSeen = storeStamp();
-			});
-		}
+		learnStore();
 		watchTimer = setTimeout(() => {
 			watchTimer = undefined;
 			if (closed) return;
@@ -857,6 +861,7 @@ export default function (pi: ExtensionAPI) {
 	pi.on("session_start", async (_event, ctx) => {
 		bind(ctx);
 		await conversation.start(); // before any runner is spawned, so it can name the socket
+		learnStore(); // known by the end of the first turn, whatever the catch-up does
 		catchUpDue = true;
 		atIdle(); // the catch-up, then activation, once no turn is active
 	});
