@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 from pi_workflows.protocol.wire import MARKER_ENV
 
-from tests.helpers.processes import reap
+from tests.helpers.processes import ctrl_c_default, reap
 
 from .harness import LineReader, Project, alive, wait_for
 from .snippets import HOLD
@@ -137,7 +137,7 @@ class Children:
         with open(self.project.root / "piped.err", "ab") as err:
             proc = subprocess.Popen(cli_argv(self.project, *args), env=self.project.env,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=err, text=True)
+                                    stderr=err, text=True, preexec_fn=ctrl_c_default)
         self.procs.append(proc)
         assert proc.stdout is not None
         return proc, LineReader(proc.stdout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable
@@ -77,6 +78,16 @@ def reap(*procs: subprocess.Popen[Any] | BaseProcess, timeout_s: float = 10.0) -
             if proc.is_alive():
                 proc.kill()
             proc.join(timeout_s)
+
+
+def ctrl_c_default() -> None:
+    """A child's ``preexec_fn``: SIGINT back to its default, so Ctrl-C works as in a terminal.
+
+    A test run started as a background job of a non-interactive shell inherits
+    SIGINT ignored, and a child that never installs a handler would then sit
+    through the Ctrl-C a test sends it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def alive(pid: int) -> bool:

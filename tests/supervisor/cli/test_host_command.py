@@ -16,6 +16,7 @@ from pi_workflows.protocol.settings import load_settings
 from pi_workflows.supervisor.cli.commands import host as host_command
 
 from tests.helpers.cli import run_cli
+from tests.helpers.processes import ctrl_c_default
 from tests.helpers.waiting import poll
 
 TYPER = {"PI_WORKFLOWS_NO_FAST_CLI": "1"}  # the fast path hands anything unusual to typer
@@ -98,7 +99,8 @@ def test_logs_follow_prints_what_the_host_writes_until_ctrl_c(tmp_path: Path) ->
     out = tmp_path / "out.txt"
     with open(out, "wb") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "pi_workflows", "host", "--logs",
-                                 "--follow", "--project", str(tmp_path)], stdout=sink)
+                                 "--follow", "--project", str(tmp_path)], stdout=sink,
+                                preexec_fn=ctrl_c_default)
         try:
             assert poll(lambda: out.read_text() == "before\n", timeout=30), out.read_text()
             with open(log, "a") as fh:
