@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import re
@@ -77,7 +76,7 @@ from pi_workflows.protocol.states import TERMINAL
 from pi_workflows.protocol.store import Store
 
 from e2e.harness import HarnessError, HostProcess, Project, all_events, poll
-from e2e.pi_env import PiError, PiRpc, _slim
+from e2e.pi_env import PiError, PiRpc
 from e2e.piext_kit import (
     BIN,
     activations,
@@ -175,22 +174,8 @@ def write_shim(path: Path, log: Path, real: Path) -> Path:
 class StampedPi(PiRpc):
     """``PiRpc`` whose events carry ``_at``: when the reader took the line (epoch ms)."""
 
-    def _take(self, raw: bytes) -> None:
-        at = now_ms()
-        text = raw.decode("utf-8", errors="replace")
-        if not text.strip():
-            return
-        try:
-            message = json.loads(text)
-        except ValueError:
-            message = {"type": "unparsed", "line": text}
-        with self._cond:
-            self._recent.append(text[:300])
-            if message.get("type") == "response" and message.get("id") is not None:
-                self._responses[str(message["id"])] = message
-            else:
-                self._events.append({**_slim(message), "_at": at})
-            self._cond.notify_all()
+    def _keep(self, event: dict[str, Any]) -> dict[str, Any]:
+        return {**event, "_at": now_ms()}
 
     def stamped(self, kind: str, after: float = 0.0) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") == kind and e.get("_at", 0) >= after]

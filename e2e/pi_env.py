@@ -215,8 +215,12 @@ class PiRpc:
             if message.get("type") == "response" and message.get("id") is not None:
                 self._responses[str(message["id"])] = message
             else:
-                self._events.append(_slim(message))
+                self._events.append(self._keep(_slim(message)))
             self._cond.notify_all()
+
+    def _keep(self, event: dict[str, Any]) -> dict[str, Any]:
+        """The event as kept (a subclass may stamp it)."""
+        return event
 
     def _wait(self, ready: Callable[[], Any], timeout: float, what: str) -> Any:
         deadline = time.monotonic() + timeout
