@@ -2,15 +2,16 @@
  * The pi-workflows Pi extension: a live Pi session as a client of the runner.
  *
  * Load it with `pi -e "$(pi-workflows pi-extension)"`. It adds the `workflow`
- * tool (the model starts, lists, inspects, cancels, answers and resumes runs),
- * the `/workflow` command (the same for the person, with argument
+ * tool (the model starts, lists, inspects, cancels, answers and resumes runs,
+ * and submits the in-session agent steps of this session's run, which arrive
+ * over conversation.ts), the `/workflow` command (the same for the person, with argument
  * completion), activation of the session's queued run at safe idle
- * boundaries, exactly-once delivery of launch-failure follow-ups, a catch-up
+ * boundaries, exactly-once delivery of deferred follow-up turns, a catch-up
  * message when the session opens (and the resumption of the session's parked
  * run when no host runs), and a footer status and per-node widget that follow
- * the session's unfinished run from the store. It talks to the runner only through the
- * `pi-workflows` CLI with `--json` (PI_WORKFLOWS_BIN, else `pi-workflows` on
- * PATH), never through a shell, with Pi's session id as `--session` and the
+ * the session's unfinished run from the store. It talks to the runner through the
+ * `pi-workflows` CLI with `--json` (clicall.ts), never through a shell, and to
+ * its own runner's worker over the conversation socket, with Pi's session id as `--session` and the
  * session's working directory as `--project`. The Python side owns every
  * durable decision; this file keeps no state that matters after a crash.
  * docs/pi-extension.md describes the behaviour.
@@ -18,12 +19,26 @@
 
 import { StringEnum } from "@mariozechner/pi-ai";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { Type } from "typebox";
+import { binary, cli, parse, reason } from "./clicall.ts";
 import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversation.ts";
+import {
+	aborted,
+	answerJson,
+	elapsed,
+	type FollowUp,
+	output,
+	type RunInfo,
+	runLine,
+	type Snapshot,
+	shownState,
+	widgetLines,
+	type WorkflowList,
+} from "./shown.ts";
 
 const CUSTOM_TYPE = "pi-workflows";
 const UI_KEY = "pi-workflows";
@@ -40,174 +55,6 @@ const UNFINISHED = new Set(["queued", "starting", "running", "parked"]);
 const VERBS = ["status", "cancel", "pause", "answer", "resume", "watch", "chat"];
 const RUN_VERBS = new Set(VERBS);
 const REPORTED = new Set(["completed", "waiting", "failed", "timed_out", "cancelled", "parked"]);
-
-interface CliResult {
-	code: number;
-	stdout: string;
-	stderr: string;
-}
-
-interface RunInfo {
-	runId: string;
-	workflow: string;
-	queueState: string;
-	runStatus?: string | null;
-	currentNode?: string | null;
-	waitingOn?: string | null;
-	summary?: string | null;
-	error?: string | null;
-	errorCode?: string | null;
-	createdAt?: number | null;
-	startedAt?: number | null;
-	finishedAt?: number | null;
-	finalOutput?: unknown;
-	change?: string;
-	mine?: boolean;
-	hostRunning?: boolean;
-	sessionRole?: "origin" | "notify";
-	nodes?: { id: string; state: string; since?: number | null }[];
-}
-
-interface WorkflowList {
-	workflows: { name: string; description?: string; path?: string }[];
-	errors?: { name: string; path: string; error: string }[];
-}
-
-interface FollowUp {
-	intentId: string;
-	runId: string;
-	message: string;
-	token?: string;
-	workflow?: string;
-}
-
-interface Snapshot {
-	firstSync: boolean;
-	runs: RunInfo[];
-	notifications: { id: number; runId: string; kind: string; message?: string; workflow?: string }[];
-	followUps: FollowUp[];
-}
-
-function binary(): string {
-	return process.env.PI_WORKFLOWS_BIN || "pi-workflows";
-}
-
-/** One `pi-workflows` call (no shell); never rejects. */
-function cli(args: string[], cwd: string, timeoutMs = 60_000): Promise<CliResult> {
-	return new Promise((resolve) => {
-		const child = execFile(
-			binary(),
-			args,
-			{ cwd, timeout: timeoutMs, maxBuffer: 16 << 20, encoding: "utf8" },
-			(err, stdout, stderr) => {
-				let code = 0;
-				if (err) {
-					const raw = (err as { code?: unknown }).code;
-					code = typeof raw === "number" ? raw : 127;
-					if (code === 127 && !stderr) {
-					stderr = (err as { killed?: boolean }).killed
-						? `pi-workflows: error: ${args[0]} did not answer within ${timeoutMs / 1000} s`
-						: `pi-workflows: error: cannot run ${binary()} (${String(raw)}); set PI_WORKFLOWS_BIN`;
-				}
-				}
-				resolve({ code, stdout: String(stdout), stderr: String(stderr) });
-			},
-		);
-		child.stdin?.end();
-	});
-}
-
-/** The runner's one-line error, without its prefix. */
-function reason(result: CliResult): string {
-	const line = result.stderr.split("\n").find((l) => l.trim()) ?? `pi-workflows exited ${result.code}`;
-	return line.replace(/^pi-workflows: error: /, "");
-}
-
-function parse<T>(result: CliResult): T | undefined {
-	if (result.code !== 0) return undefined;
-	try {
-		return JSON.parse(result.stdout) as T;
-	} catch {
-		return undefined;
-	}
-}
-
-function elapsed(run: RunInfo): string {
-	const from = run.startedAt ?? run.createdAt;
-	if (!from) return "";
-	const secs = Math.max(0, Math.round(((run.finishedAt ?? Date.now()) - from) / 1000));
-	return secs < 60 ? `${secs}s` : `${Math.floor(secs / 60)}m${String(secs % 60).padStart(2, "0")}s`;
-}
-
-function shownState(run: RunInfo): string {
-	if (run.queueState === "done") return run.runStatus === "waiting" ? "waiting" : "completed";
-	return run.queueState;
-}
-
-function output(value: unknown): string {
-	if (value === undefined || value === null) return "";
-	if (typeof value === "string") return value;
-	return JSON.stringify(value);
-}
-
-/** One line of a report about a run that changed. */
-function runLine(run: RunInfo, resumingHere = false): string {
-	const head = `run ${run.runId} (${run.workflow})`;
-	switch (run.change) {
-		case "completed":
-			return `${head} completed: ${output(run.finalOutput)}`;
-		case "waiting":
-			return `${head} is waiting at checkpoint ${run.waitingOn}: ${(run.summary ?? "").replace(/\s+/g, " ").trim()} Answer it with \`/workflow answer ${run.runId} TEXT\` (or the workflow tool, action answer).`;
-		case "failed":
-		case "timed_out":
-			return `${head} ${run.change === "failed" ? "failed" : "timed out"} [${run.errorCode ?? "?"}]: ${run.error ?? ""}`;
-		case "cancelled":
-			return `${head} was cancelled.`;
-		case "parked":
-			if (resumingHere) return `${head} is parked at ${run.currentNode ?? "?"}; no host is running, so this session resumes it now.`;
-			return `${head} is parked at ${run.currentNode ?? "?"}; ${run.hostRunning ? "a running host resumes it" : "no host is running: `pi-workflows host --background` resumes it"}.`;
-		default:
-			return `${head} is ${run.change ?? run.queueState}${run.currentNode ? ` at ${run.currentNode}` : ""}.`;
-	}
-}
-
-const GLYPH: Record<string, string> = { done: "✓", failed: "✗", running: "▶", waiting: "⏸", pending: "·" };
-
-/** The widget: a head line, then one line per node of the run's workflow. */
-function widgetLines(run: RunInfo): string[] {
-	const lines = [`pi-workflows  run ${run.runId}  ${run.workflow}  ${shownState(run)}  ${elapsed(run) || "-"}`];
-	for (const node of run.nodes ?? []) {
-		let note = "";
-		if (node.state === "running" && run.queueState === "parked") note = "  parked";
-		else if (node.state === "running" && node.since) note = `  ${Math.max(0, Math.round((Date.now() - node.since) / 1000))}s`;
-		else if (node.state === "waiting") note = "  waiting for an answer";
-		const glyph = node.state === "running" && run.queueState === "parked" ? "⏸" : (GLYPH[node.state] ?? "?");
-		lines.push(`  ${glyph} ${node.id}${note}`);
-	}
-	if (!run.nodes?.length) lines.push(`  node ${run.currentNode ?? run.waitingOn ?? "-"}`);
-	return lines;
-}
-
-/** Whether a turn ended because the user stopped it (Escape, or RPC abort). */
-function aborted(messages: unknown[]): boolean {
-	for (let i = messages.length - 1; i >= 0; i--) {
-		const m = messages[i] as { role?: string; stopReason?: string };
-		if (m?.role === "assistant") return m.stopReason === "aborted";
-	}
-	return false;
-}
-
-/** An answer as the runner's JSON: text that parses as an object, array, boolean or number is JSON; anything else is a string. */
-function answerJson(text: string): string {
-	const trimmed = text.trim();
-	try {
-		const value: unknown = JSON.parse(trimmed);
-		if (value !== null && ["object", "boolean", "number"].includes(typeof value)) return trimmed;
-	} catch {
-		// plain words
-	}
-	return JSON.stringify(text);
-}
 
 export default function (pi: ExtensionAPI) {
 	let ctxRef: ExtensionContext | undefined;

@@ -1,0 +1,124 @@
+/**
+ * What the extension shows of a run: the shapes of the runner's JSON answers,
+ * and the pure functions that turn them into report lines, the footer's
+ * state, the per-node widget, an answer's JSON and whether a turn was
+ * aborted. Imports nothing of the extension.
+ */
+
+export interface RunInfo {
+	runId: string;
+	workflow: string;
+	queueState: string;
+	runStatus?: string | null;
+	currentNode?: string | null;
+	waitingOn?: string | null;
+	summary?: string | null;
+	error?: string | null;
+	errorCode?: string | null;
+	createdAt?: number | null;
+	startedAt?: number | null;
+	finishedAt?: number | null;
+	finalOutput?: unknown;
+	change?: string;
+	mine?: boolean;
+	hostRunning?: boolean;
+	sessionRole?: "origin" | "notify";
+	nodes?: { id: string; state: string; since?: number | null }[];
+}
+
+export interface WorkflowList {
+	workflows: { name: string; description?: string; path?: string }[];
+	errors?: { name: string; path: string; error: string }[];
+}
+
+export interface FollowUp {
+	intentId: string;
+	runId: string;
+	message: string;
+	token?: string;
+	workflow?: string;
+}
+
+export interface Snapshot {
+	firstSync: boolean;
+	runs: RunInfo[];
+	notifications: { id: number; runId: string; kind: string; message?: string; workflow?: string }[];
+	followUps: FollowUp[];
+}
+
+export function elapsed(run: RunInfo): string {
+	const from = run.startedAt ?? run.createdAt;
+	if (!from) return "";
+	const secs = Math.max(0, Math.round(((run.finishedAt ?? Date.now()) - from) / 1000));
+	return secs < 60 ? `${secs}s` : `${Math.floor(secs / 60)}m${String(secs % 60).padStart(2, "0")}s`;
+}
+
+export function shownState(run: RunInfo): string {
+	if (run.queueState === "done") return run.runStatus === "waiting" ? "waiting" : "completed";
+	return run.queueState;
+}
+
+export function output(value: unknown): string {
+	if (value === undefined || value === null) return "";
+	if (typeof value === "string") return value;
+	return JSON.stringify(value);
+}
+
+/** One line of a report about a run that changed. */
+export function runLine(run: RunInfo, resumingHere = false): string {
+	const head = `run ${run.runId} (${run.workflow})`;
+	switch (run.change) {
+		case "completed":
+			return `${head} completed: ${output(run.finalOutput)}`;
+		case "waiting":
+			return `${head} is waiting at checkpoint ${run.waitingOn}: ${(run.summary ?? "").replace(/\s+/g, " ").trim()} Answer it with \`/workflow answer ${run.runId} TEXT\` (or the workflow tool, action answer).`;
+		case "failed":
+		case "timed_out":
+			return `${head} ${run.change === "failed" ? "failed" : "timed out"} [${run.errorCode ?? "?"}]: ${run.error ?? ""}`;
+		case "cancelled":
+			return `${head} was cancelled.`;
+		case "parked":
+			if (resumingHere) return `${head} is parked at ${run.currentNode ?? "?"}; no host is running, so this session resumes it now.`;
+			return `${head} is parked at ${run.currentNode ?? "?"}; ${run.hostRunning ? "a running host resumes it" : "no host is running: `pi-workflows host --background` resumes it"}.`;
+		default:
+			return `${head} is ${run.change ?? run.queueState}${run.currentNode ? ` at ${run.currentNode}` : ""}.`;
+	}
+}
+
+const GLYPH: Record<string, string> = { done: "✓", failed: "✗", running: "▶", waiting: "⏸", pending: "·" };
+
+/** The widget: a head line, then one line per node of the run's workflow. */
+export function widgetLines(run: RunInfo): string[] {
+	const lines = [`pi-workflows  run ${run.runId}  ${run.workflow}  ${shownState(run)}  ${elapsed(run) || "-"}`];
+	for (const node of run.nodes ?? []) {
+		let note = "";
+		if (node.state === "running" && run.queueState === "parked") note = "  parked";
+		else if (node.state === "running" && node.since) note = `  ${Math.max(0, Math.round((Date.now() - node.since) / 1000))}s`;
+		else if (node.state === "waiting") note = "  waiting for an answer";
+		const glyph = node.state === "running" && run.queueState === "parked" ? "⏸" : (GLYPH[node.state] ?? "?");
+		lines.push(`  ${glyph} ${node.id}${note}`);
+	}
+	if (!run.nodes?.length) lines.push(`  node ${run.currentNode ?? run.waitingOn ?? "-"}`);
+	return lines;
+}
+
+/** Whether a turn ended because the user stopped it (Escape, or RPC abort). */
+export function aborted(messages: unknown[]): boolean {
+	for (let i = messages.length - 1; i >= 0; i--) {
+		const m = messages[i] as { role?: string; stopReason?: string };
+		if (m?.role === "assistant") return m.stopReason === "aborted";
+	}
+	return false;
+}
+
+/** An answer as the runner's JSON: text that parses as an object, array, boolean or number is JSON; anything else is a string. */
+export function answerJson(text: string): string {
+	const trimmed = text.trim();
+	try {
+		const value: unknown = JSON.parse(trimmed);
+		if (value !== null && ["object", "boolean", "number"].includes(typeof value)) return trimmed;
+	} catch {
+		// plain words
+	}
+	return JSON.stringify(text);
+}
