@@ -200,27 +200,21 @@ class _Step:
 
     def run(self, stop: threading.Event) -> AgentResult:
         self._deliver(wire.STEP, self.request.prompt)
-        gone_at: float | None = None
-        while True:
-            if stop.is_set():
-                self._done("stopped")
-                return AgentResult(Outcome.CANCELLED, error="stopped")
-            if gone_at is not None:
-                if time.monotonic() - gone_at > GONE_GRACE_S:
-                    self.park()  # the watch sees it and stops the node: the run parks here
-                    gone_at = time.monotonic() + 3600
-                time.sleep(POLL_S)
-                continue
+        while not stop.is_set():
             try:
                 message = self.conn.inbox.get(timeout=POLL_S)
             except queue.Empty:
                 continue
             if message is None:  # Pi closed or was killed mid-step: hand the step over
-                gone_at = time.monotonic()
-                continue
+                if not stop.wait(GONE_GRACE_S):
+                    self.park()  # the watch sees it and stops the node: the run parks here
+                    stop.wait()
+                break
             result = self._handle(message)
             if result is not None:
                 return result
+        self._done("stopped")
+        return AgentResult(Outcome.CANCELLED, error="stopped")
 
     def _handle(self, message: Message) -> AgentResult | None:
         kind = message["type"]
