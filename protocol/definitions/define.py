@@ -30,6 +30,7 @@ def define_workflow(
     max_steps: int = DEFAULT_MAX_STEPS, timeout: float | None = DEFAULT_TIMEOUT_S,
     description: str = "",
     presentation_prompt: str | Callable[[Any], Any] | None = None,
+    title: str | Callable[[Any], Any] | None = None,
 ) -> Workflow:
     """Build and validate a workflow; raises ``DefinitionError`` listing every problem.
 
@@ -49,7 +50,7 @@ def define_workflow(
         name=name, start_at=start_at, nodes=by_id,
         edges=tuple(edge_list) if isinstance(edge_list, list) else (),
         input=input, max_steps=max_steps, timeout=timeout, description=description,
-        presentation_prompt=presentation_prompt,
+        presentation_prompt=presentation_prompt, title=title,
     )
     problems = workflow_problems(workflow, raw_nodes=node_list, raw_edges=edge_list)
     if problems:

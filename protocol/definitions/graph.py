@@ -32,6 +32,9 @@ DEFAULT_MAX_STEPS = 100
 # ``presentation_prompt``: its text, and how long its function may take (issue 22, item 7).
 MAX_PRESENTATION_CHARS = 50_000
 PRESENTATION_TIMEOUT_S = 30.0
+# ``title``: its text, and how long its function may take (issue 23, item 2).
+MAX_TITLE_CHARS = 200
+TITLE_TIMEOUT_S = 30.0
 DEFAULT_MAX_OUTPUT_BYTES = 1_048_576
 NOTIFY_KINDS = ("progress", "final")
 
@@ -63,6 +66,20 @@ class DefinitionError(UsageError):
 
 
 @dataclass(frozen=True)
+class RunInfo:
+    """``ctx.state``: what a node may read about its run (read-only)."""
+
+    run_id: str
+    title: str | None = None
+    steps: int = 0  # nodes started so far in the run, this one included
+    started_at: str | None = None  # ISO 8601, UTC: when the run (its chain's first) started
+
+
+def _no_updates(data: Any) -> None:
+    raise RuntimeError("publish_update is only available while an action node runs")
+
+
+@dataclass(frozen=True)
 class NodeContext:
     """What a node's callables see. The engine builds one per node attempt."""
 
@@ -77,10 +94,20 @@ class NodeContext:
     # The attempt of this node that was interrupted (a crash, a park) and is
     # being redone by this one; None for a first attempt.
     interrupted_attempt: str | None = None
+    state: RunInfo | None = None
+    # The answer of the checkpoint this run continues from (None in a run that
+    # is not a continuation); the checkpoint's output is the same value.
+    answer: Any = None
+    # Where ``publish_update`` sends a structured progress update (issue 23, item 4).
+    updates: Callable[[Any], None] = _no_updates
 
     def cancelled(self) -> bool:
         """True once the node should stop (cancel, park or timeout)."""
         return self.cancel.is_set()
+
+    def publish_update(self, data: Any) -> None:
+        """Publish a progress update (a JSON object, or text) for watchers."""
+        self.updates(data)
 
 
 Scalar: TypeAlias = str | int | float | bool | None
@@ -102,6 +129,8 @@ class ComputeNode:
     id: str
     fn: Callable[[NodeContext], Any]
     timeout: Timeout = DEFAULT
+    # Shown while the node runs (status, watch, the live view); text or fn(ctx).
+    status_detail: Text | None = None
     kind: str = field(default="compute", init=False)
 
 
@@ -113,6 +142,8 @@ class ActionNode:
     fn: Callable[[NodeContext], Any]
     idempotent: bool = False
     timeout: Timeout = DEFAULT
+    # Shown while the node runs (status, watch, the live view); text or fn(ctx).
+    status_detail: Text | None = None
     kind: str = field(default="action", init=False)
 
 
@@ -129,6 +160,7 @@ class ShellNode:
     allow_nonzero_exit: bool = False
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     idempotent: bool = False
+    status_detail: Text | None = None
     kind: str = field(default="shell", init=False)
 
 
@@ -141,6 +173,8 @@ class AgentNode:
     expected_output: Mapping[str, Any] | None = None
     validate: Validator | None = None
     timeout: Timeout = DEFAULT
+    # Shown while the node runs (status, watch, the live view); text or fn(ctx).
+    status_detail: Text | None = None
     kind: str = field(default="agent", init=False)
 
 
@@ -152,6 +186,8 @@ class NotifyNode:
     message: Text
     notify_kind: str = "progress"
     timeout: Timeout = DEFAULT
+    # Shown while the node runs (status, watch, the live view); text or fn(ctx).
+    status_detail: Text | None = None
     kind: str = field(default="notify", init=False)
 
 
@@ -162,6 +198,8 @@ class CheckpointNode:
     id: str
     summary: Text | None = None
     timeout: Timeout = DEFAULT
+    # Shown while the node runs (status, watch, the live view); text or fn(ctx).
+    status_detail: Text | None = None
     kind: str = field(default="checkpoint", init=False)
 
 
@@ -209,6 +247,9 @@ class Workflow:
     # text: after the run ends completed or waiting, its session's model is asked
     # for one turn about the result with it (worker/presentation.py).
     presentation_prompt: str | Callable[[Any], Any] | None = None
+    # Text, or a function of the run input returning text (given TITLE_TIMEOUT_S):
+    # resolved once when the run starts and shown wherever the run is listed.
+    title: str | Callable[[Any], Any] | None = None
 
 
 # --- constructors -------------------------------------------------------------
@@ -217,49 +258,54 @@ class Workflow:
 
 def compute(
     id: str, fn: Callable[[NodeContext], Any], *, timeout: Timeout = DEFAULT,
+    status_detail: Text | None = None,
 ) -> ComputeNode:
     """A node that computes its output from the context: ``fn(ctx) -> JSON value``."""
-    return ComputeNode(id, fn, timeout)
+    return ComputeNode(id, fn, timeout, status_detail)
 
 
 def action(
     id: str, fn: Callable[[NodeContext], Any], *, idempotent: bool = False,
-    timeout: Timeout = DEFAULT,
+    timeout: Timeout = DEFAULT, status_detail: Text | None = None,
 ) -> ActionNode:
     """A node whose function changes something outside the run (a guarded effect)."""
-    return ActionNode(id, fn, idempotent, timeout)
+    return ActionNode(id, fn, idempotent, timeout, status_detail)
 
 
 def shell(
     id: str, command: Command, *, cwd: Cwd = None, env: Env = None, stdin: Stdin = None,
     timeout: Timeout = DEFAULT, allow_nonzero_exit: bool = False,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, idempotent: bool = False,
+    status_detail: Text | None = None,
 ) -> ShellNode:
     """A node that runs a command (str: ``/bin/sh -c``; list: argv) as a guarded effect."""
     if isinstance(command, list | tuple):
         command = list(command)  # a private copy; argv stays a list
     return ShellNode(id, command, cwd, env, stdin, timeout, allow_nonzero_exit,
-                     max_output_bytes, idempotent)
+                     max_output_bytes, idempotent, status_detail)
 
 
 def agent(
     id: str, prompt: Text, *, expected_output: Mapping[str, Any] | None = None,
     validate: Validator | None = None, timeout: Timeout = DEFAULT,
+    status_detail: Text | None = None,
 ) -> AgentNode:
     """A node that asks a Pi agent to do the work and submit a structured output."""
-    return AgentNode(id, prompt, expected_output, validate, timeout)
+    return AgentNode(id, prompt, expected_output, validate, timeout, status_detail)
 
 
-def notify(id: str, message: Text, *, kind: str = "progress") -> NotifyNode:
+def notify(id: str, message: Text, *, kind: str = "progress",
+           status_detail: Text | None = None) -> NotifyNode:
     """A node that tells the watching session something (``progress`` or ``final``)."""
-    return NotifyNode(id, message, kind)
+    return NotifyNode(id, message, kind, DEFAULT, status_detail)
 
 
 def checkpoint(
     id: str, *, summary: Text | None = None, timeout: Timeout = DEFAULT,
+    status_detail: Text | None = None,
 ) -> CheckpointNode:
     """A node that stops the run ``waiting`` for a human answer."""
-    return CheckpointNode(id, summary, timeout)
+    return CheckpointNode(id, summary, timeout, status_detail)
 
 
 def edge(source: str, target: str) -> Edge:
@@ -347,6 +393,8 @@ def _field(value: Any) -> Any:
 
 def _node_snapshot(node: Node) -> dict[str, Any]:
     data: dict[str, Any] = {"id": node.id, "kind": node.kind, "timeout": _field(node.timeout)}
+    if node.status_detail is not None:  # only when set: earlier definitions keep their digest
+        data["statusDetail"] = _field(node.status_detail)
     if isinstance(node, ComputeNode):
         data["fn"] = _field(node.fn)
     elif isinstance(node, ActionNode):
@@ -392,6 +440,7 @@ def snapshot(workflow: Workflow) -> dict[str, Any]:
         # Only when set: every earlier definition keeps its digest.
         **({} if workflow.presentation_prompt is None
            else {"presentationPrompt": _field(workflow.presentation_prompt)}),
+        **({} if workflow.title is None else {"title": _field(workflow.title)}),
     }
 
 
