@@ -47,6 +47,9 @@ class RunState(TypedDict, total=False):
     answer: Any
     forkedFrom: str | None  # a fork (``pi-workflows fork``): the run and node it started from
     forkNode: str | None
+    title: str | None  # resolved once at start; a continuation or fork keeps its chain's
+    startedAt: str | None  # ISO 8601 UTC: when the chain's first run started (ctx.state)
+    statusDetail: str | None  # the running node's status detail, while it runs
     traceSeq: int
     updatedAt: int
 

@@ -22,6 +22,7 @@ from ..protocol.bundle import BundleCorrupt
 from ..protocol.bundlewriter import BundleWriter
 from ..protocol.definitions.graph import (
     EFFECT_KINDS,
+    TITLE_TIMEOUT_S,
     CheckpointNode,
     NodeContext,
     Workflow,
@@ -47,6 +48,14 @@ from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
+from .runinfo import (
+    answer,
+    detail_cleared,
+    node_fields,
+    run_info,
+    start_fields,
+    started_payload,
+)
 from .steps import run_step
 from .stream import OutputStreams
 
@@ -109,6 +118,8 @@ class Engine:
         writer.cancel_gate = CANCEL_GATE
         writer.pause_gate = frozenset({"node_started"})
         self._write_lock = threading.Lock()
+        self.title_timeout_s = TITLE_TIMEOUT_S
+        self._title_payload: dict[str, Any] = {}
 
     # ---- writing ------------------------------------------------------
 
@@ -178,6 +189,12 @@ class Engine:
                 "currentAttempt": pstate.get("currentAttempt") or "answered",
                 "parentRunId": parent["runId"], "answer": parent["answer"],
             })
+        # The title is resolved once, here, before the bundle exists: a crash
+        # meanwhile leaves nothing, and every later read is of the recorded one.
+        fields, self._title_payload = start_fields(
+            wf, state["input"], None if parent is None else parent["state"], self.control,
+            self.title_timeout_s)
+        state.update(fields)  # type: ignore[typeddict-item]
         manifest = {"workflow": wf.name, "source": source, "digest": digest,
                     "parentRunId": state["parentRunId"]}
         self.writer.create(manifest, snapshot(wf), state)
@@ -189,7 +206,8 @@ class Engine:
             "workflow": self.workflow.name, "digest": digest,
             "parentRunId": self.state.get("parentRunId"),
             "carriedSteps": self.state.get("steps", 0),
-            "startAt": self.state.get("currentNode")}, {})
+            "startAt": self.state.get("currentNode"),
+            **(self._title_payload or started_payload(self.state))}, {})
 
     def reopen(self, *, source_sha256: str | None, digest: str, force: bool = False) -> None:
         """The resume protocol: repair, pin the source, write the resume boundary."""
@@ -266,12 +284,14 @@ class Engine:
         self._end(pending["type"], pending.get("error"), output)
 
     def _context(self, node_id: str, attempt: str, stop: threading.Event, *,
-                 interrupted: str | None = None) -> NodeContext:
+                 interrupted: str | None = None, steps: int | None = None) -> NodeContext:
+        info = run_info({**self.state, **({} if steps is None else {"steps": steps})})
         return NodeContext(
             run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
             outputs=MappingProxyType(dict(self.state["outputs"])),
             results=MappingProxyType(dict(self.state["results"])), cancel=stop,
-            project_dir=self.project_dir, interrupted_attempt=interrupted)
+            project_dir=self.project_dir, interrupted_attempt=interrupted,
+            state=info, answer=answer(self.state))
 
     def _step(self, node_id: str) -> None:
         wf = self.workflow
@@ -291,14 +311,16 @@ class Engine:
                 return
             steps += 1
         attempt = f"{node_id}-{steps}-{secrets.token_hex(3)}"
-        self._transition("node_started", {"step": steps, "rerun": rerun},
-                         {"currentNode": node_id, "currentAttempt": attempt, "steps": steps},
+        stop = threading.Event()
+        ctx = self._context(node_id, attempt, stop, steps=steps,
+                            interrupted=str(interrupted) if interrupted is not None else None)
+        detail, noted = node_fields(node, ctx, self.control)  # recorded before the node runs
+        self._transition("node_started", {"step": steps, "rerun": rerun, **noted},
+                         {"currentNode": node_id, "currentAttempt": attempt, "steps": steps,
+                          **detail_cleared(self.state), **detail},  # type: ignore[typeddict-item]
                          node_id=node_id, attempt_id=attempt)
         if self.on_node is not None:
             self.on_node(node_id)
-        stop = threading.Event()
-        ctx = self._context(node_id, attempt, stop,
-                            interrupted=str(interrupted) if interrupted is not None else None)
         if isinstance(node, CheckpointNode):
             if self.state.get("answeredNode") == node_id:
                 answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))
@@ -381,5 +403,6 @@ class Engine:
             payload["traceback"] = outcome.traceback
         self._transition(event, payload, {
             "currentNode": nxt, "currentAttempt": None,
-            "lastNode": node_id, "pendingEnd": pending, "answeredNode": None},
+            "lastNode": node_id, "pendingEnd": pending, "answeredNode": None,
+            **detail_cleared(self.state)},  # type: ignore[typeddict-item]
             node_id=node_id, attempt_id=attempt, merge=merge)

@@ -21,6 +21,7 @@ from .graph import (
     Node,
     Workflow,
 )
+from .decisions_agent import bind_decision_edges
 from .validation import workflow_problems
 
 
@@ -40,6 +41,7 @@ def define_workflow(
     """
     node_list = list(nodes) if isinstance(nodes, list | tuple) else nodes
     edge_list = list(edges) if isinstance(edges, list | tuple) else edges
+    edge_list = bind_decision_edges(node_list, edge_list)  # a decision_edge reads its field
     by_id: dict[str, Node] = {}
     if isinstance(node_list, list):
         for node in node_list:

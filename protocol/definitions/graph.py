@@ -119,7 +119,8 @@ PathArg: TypeAlias = str | os.PathLike[str]
 Cwd: TypeAlias = PathArg | Callable[[NodeContext], PathArg] | None
 Env: TypeAlias = Mapping[str, str] | Callable[[NodeContext], Mapping[str, str]] | None
 Stdin: TypeAlias = str | Callable[[NodeContext], str] | None
-Validator: TypeAlias = Callable[[Any, NodeContext], str | None]
+# None accepts, a str refuses, ``Replace(value)`` (protocol.definitions.verdicts) replaces.
+Validator: TypeAlias = Callable[[Any, NodeContext], object]
 
 
 @dataclass(frozen=True)
@@ -412,6 +413,9 @@ def _node_snapshot(node: Node) -> dict[str, Any]:
         data.update(message=_field(node.message), notifyKind=node.notify_kind)
     else:
         data["summary"] = _field(node.summary)
+    extra = getattr(node, "snapshot_extra", None)  # a node kind built on these (a decision)
+    if callable(extra):
+        data.update(extra())
     return data
 
 

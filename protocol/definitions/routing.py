@@ -1,7 +1,10 @@
 """Routing: which node runs after a node finished, given its output and result.
 
-Owns: the switch path language (``$.a.b``, ``$output.a.b``, ``$result.a``),
+Owns: the switch path language (``$.a.b``, ``$output.a.b``, ``$result.a.b``),
 path resolution, scalar case matching, ``next_node`` and ``routes_failures``.
+A ``$result.`` path reads any field of the node's result record (issue 23,
+item 5); a field the record lacks, at any depth, reads as null, so a switch
+can route on it (its ``None`` case, or its default) instead of failing.
 Imports only ``protocol.definitions.graph``, ``protocol.errors`` and
 ``protocol.states``; must not import ``worker`` or ``supervisor``.
 """
@@ -17,6 +20,8 @@ from ..errors import PiWorkflowsError
 from ..states import Outcome
 from .graph import Edge, Scalar, SwitchEdge, Workflow, outgoing
 
+# The fields every result record has (``exitCode`` only a shell node's); any other
+# field of a record may be read too.
 RESULT_FIELDS = ("outcome", "errorCode", "error", "exitCode")
 _SEGMENT = r"^[^.\s\[\]]+$"  # compiled on first use (re caches it)
 _INDEX = r"^(0|[1-9][0-9]*)$"
@@ -61,14 +66,6 @@ def parse_path(text: object) -> RoutePath:
                 f"has an invalid segment {segment!r}: segments are dot-separated keys"
                 " without spaces or brackets (index lists as $.items.0)"
             )
-    if base == "result":
-        if segments[0] not in RESULT_FIELDS:
-            raise ValueError(
-                f"reads unknown result field {segments[0]!r}; result fields are "
-                + ", ".join(RESULT_FIELDS)
-            )
-        if len(segments) > 1:
-            raise ValueError(f"goes below result field {segments[0]!r}, which is a scalar")
     return RoutePath(text, base, segments)
 
 
@@ -94,10 +91,14 @@ def resolve_path(
     except ValueError as exc:
         raise RoutingError(f"switch path {path!r} {exc}") from None
     if parsed.base == "result":
-        # A known result field that a record lacks (exitCode of a command that
-        # never exited) reads as null, so a switch can still route on it.
-        record = dict(result or {})
-        return record.get(parsed.segments[0]) if parsed.segments else record
+        # A field the record lacks (exitCode of a command that never exited)
+        # reads as null, so a switch can still route on it.
+        found: Any = dict(result or {})
+        for segment in parsed.segments:
+            ok, found = _step(found, segment)
+            if not ok:
+                return None
+        return found
     value: Any = output
     walked = "$"
     for segment in parsed.segments:

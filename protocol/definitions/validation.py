@@ -30,7 +30,9 @@ from .graph import (
     SwitchEdge,
     Workflow,
 )
+from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
 from .routing import is_scalar, parse_path
+from .shown import status_detail_problem, title_problem
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"  # compiled on first use
 NAME_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
@@ -156,6 +158,8 @@ def node_problems(node: Node) -> list[str]:
     elif kind == "checkpoint":
         out.append(_text_problem(getattr(node, "summary", None), where, "summary",
                                  optional=True))
+    out.append(status_detail_problem(node))
+    out.extend(decision_problems(node))
     return [p for p in out if p]
 
 
@@ -184,6 +188,8 @@ def _collect_nodes(raw_nodes: object, problems: list[str]) -> dict[str, Node]:
 
 
 def _switch_problems(item: SwitchEdge, nodes: Mapping[str, Node]) -> list[str]:
+    if isinstance(item, DecisionEdge):
+        return decision_edge_problems(item, nodes)
     where = f"switch from {item.source!r}"
     out: list[str] = []
     try:
@@ -297,6 +303,9 @@ def workflow_problems(
     if not isinstance(workflow.description, str):
         problems.append(f"description must be a string, got {type(workflow.description).__name__}")
     problem = _presentation_problem(workflow.presentation_prompt)
+    if problem:
+        problems.append(problem)
+    problem = title_problem(workflow.title)
     if problem:
         problems.append(problem)
     return problems

@@ -19,10 +19,15 @@ LAYERS: dict[str, set[str]] = {
     "states": {"errors"},
     "commands": {"record"},
     "definitions.graph": {"errors", "jsonenc"},
+    "definitions.verdicts": set(),
     "definitions.routing": {"definitions.graph", "errors", "states"},
     "definitions.values": {"definitions.graph", "errors"},
-    "definitions.validation": {"commands", "definitions.graph", "definitions.routing"},
-    "definitions.define": {"definitions.graph", "definitions.validation"},
+    "definitions.decisions_agent": {"definitions.graph"},
+    "definitions.shown": {"definitions.graph"},
+    "definitions.validation": {"commands", "definitions.graph", "definitions.routing",
+                               "definitions.decisions_agent", "definitions.shown"},
+    "definitions.define": {"definitions.graph", "definitions.validation",
+                           "definitions.decisions_agent"},
 }
 
 

@@ -97,9 +97,6 @@ CASES: list[tuple[str, Callable[[], dict[str, Any]], str]] = [
     ("switch on brackets", lambda: with_switch(switch("a", "$.items[0]", {"x": "b"})),
      "switch from 'a': on '$.items[0]' has an invalid segment 'items[0]': segments are"
      " dot-separated keys without spaces or brackets (index lists as $.items.0)"),
-    ("switch on unknown result field", lambda: with_switch(switch("a", "$result.foo", {1: "b"})),
-     "switch from 'a': on '$result.foo' reads unknown result field 'foo'; result fields are"
-     " outcome, errorCode, error, exitCode"),
     ("switch on exitCode of non-shell", lambda: with_switch(
         switch("a", "$result.exitCode", {0: "b"})),
      "switch from 'a': on '$result.exitCode' reads exitCode, which only shell nodes have"),
