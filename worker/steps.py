@@ -23,6 +23,7 @@ from ..protocol.definitions.graph import (
     ShellNode,
     resolve_value,
 )
+from ..protocol.definitions.verdicts import read_verdict
 from ..protocol.diskfull import is_disk_full
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
@@ -65,6 +66,8 @@ class _Hooks:
         self.host, self.node, self.ctx = host, node, ctx
         self.live = True
         self.lock = threading.Lock()
+        # (the accepted submission, the value its ``validate`` replaced it with)
+        self.replaced: tuple[Any, Any] | None = None
 
     def _note(self, event_type: str, payload: dict[str, Any]) -> None:
         with self.lock:
@@ -82,6 +85,7 @@ class _Hooks:
         self._note("update_published", {"message": safe_error_message(message)[:500]})
 
     def check(self, submission: Any) -> str | None:
+        self.replaced = None
         schema = self.node.expected_output
         if schema:
             problem = schema_problem(submission, schema)
@@ -89,12 +93,20 @@ class _Hooks:
                 return problem
         if self.node.validate is not None:
             try:
-                verdict = self.node.validate(submission, self.ctx)
+                verdict = read_verdict(self.node.validate(submission, self.ctx))
             except Exception as exc:
                 return safe_error_message(f"validation raised {type(exc).__name__}: {exc}")
-            if verdict:
-                return str(verdict)
+            if verdict.refusal is not None:
+                return verdict.refusal
+            if verdict.replaced:
+                self.replaced = (submission, verdict.value)
         return None
+
+    def output_for(self, submission: Any) -> Any:
+        """What the node outputs for an accepted ``submission``: ``validate``'s
+        replacement of it, if it made one, else the submission itself."""
+        replaced = self.replaced
+        return replaced[1] if replaced is not None and replaced[0] is submission else submission
 
     def close(self) -> None:
         with self.lock:
@@ -196,5 +208,12 @@ def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
     if outcome.outcome != Outcome.OK:
         return outcome
     result = outcome.output
-    return NodeOutcome(result.outcome, output=result.output, error_code=result.error_code,
+    output = result.output
+    if result.outcome == Outcome.OK:
+        # A judge that knows ``output_for`` applied it already; one that does not
+        # (a scripted executor) returns the submission, replaced here.
+        output = hooks.output_for(output)
+        if hooks.replaced is not None:
+            host.note("agent_output_replaced", {"by": "validate"}, ctx.node_id, ctx.attempt_id)
+    return NodeOutcome(result.outcome, output=output, error_code=result.error_code,
                        error=None if result.error is None else safe_error_message(result.error))

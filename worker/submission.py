@@ -63,5 +63,7 @@ class Submission:
             reason = self.hooks.check(output)
             if reason:
                 return False, f"Submission rejected: {reason}. Fix the result and submit again."
-            self.accepted, self.output = True, output
+            # ``validate`` may have replaced it (issue 23, item 7): keep what the node outputs.
+            keep = getattr(self.hooks, "output_for", None)
+            self.accepted, self.output = True, keep(output) if callable(keep) else output
         return True, "Accepted: the step is complete."

@@ -29,8 +29,8 @@ import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversat
 import {
 	aborted,
 	answerJson,
-	elapsed,
 	type FollowUp,
+	footerText,
 	output,
 	type RunInfo,
 	runLine,
@@ -370,11 +370,8 @@ export default function (pi: ExtensionAPI) {
 			ctx.ui.setWidget(UI_KEY, undefined);
 			return;
 		}
-		const state = shownState(run);
-		const node = run.currentNode ?? run.waitingOn;
-		const time = elapsed(run);
 		const held = conversation.current?.held && conversation.current.runId === run.runId ? " held: /workflow resume delivers the step again" : "";
-		ctx.ui.setStatus(UI_KEY, `workflow ${run.workflow}: ${state}${node ? ` at ${node}` : ""}${time ? ` (${time})` : ""}${held}`);
+		ctx.ui.setStatus(UI_KEY, footerText(run, held));
 		if (widgetTimer) clearTimeout(widgetTimer);
 		widgetTimer = undefined;
 		if (UNFINISHED.has(run.queueState)) {

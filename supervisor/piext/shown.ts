@@ -12,6 +12,8 @@ export interface RunInfo {
 	runStatus?: string | null;
 	currentNode?: string | null;
 	waitingOn?: string | null;
+	title?: string | null;
+	statusDetail?: string | null;
 	summary?: string | null;
 	error?: string | null;
 	errorCode?: string | null;
@@ -62,6 +64,16 @@ export function output(value: unknown): string {
 	if (value === undefined || value === null) return "";
 	if (typeof value === "string") return value;
 	return JSON.stringify(value);
+}
+
+/** The footer's status line: the workflow, its run's title, its state and node (with the
+ * node's status detail while it runs), the time so far, and a held step's note. */
+export function footerText(run: RunInfo, held = ""): string {
+	const node = run.currentNode ?? run.waitingOn;
+	const detail = node && run.currentNode && run.statusDetail ? `: ${run.statusDetail}` : "";
+	const title = run.title ? ` "${run.title}"` : "";
+	const time = elapsed(run);
+	return `workflow ${run.workflow}${title}: ${shownState(run)}${node ? ` at ${node}${detail}` : ""}${time ? ` (${time})` : ""}${held}`;
 }
 
 /** One line of a report about a run that changed. */

@@ -54,12 +54,18 @@ class ForkPlan:
     input: Any
     carried: Carried
     mismatch: dict[str, Any] | None
+    # The original's title and start (a fork keeps its chain's title, never resolved again).
+    title: str | None = None
+    started_at: str | None = None
 
     def state(self) -> RunState:
         state = new_state(self.run_id, self.loaded.name, self.node, self.input)
         state.update({"outputs": self.carried.outputs, "results": self.carried.results,
                       "steps": self.carried.steps, "lastNode": self.carried.last_node,
-                      "forkedFrom": self.original, "forkNode": self.node})
+                      "forkedFrom": self.original, "forkNode": self.node,
+                      "startedAt": self.started_at})
+        if self.title is not None:
+            state["title"] = self.title
         return state
 
     def started(self) -> dict[str, Any]:
@@ -68,7 +74,8 @@ class ForkPlan:
                 "carriedSteps": self.carried.steps, "startAt": self.node,
                 "forkedFrom": self.original, "forkNode": self.node,
                 "carriedNodes": sorted(self.carried.outputs), "sourceMismatch": self.mismatch,
-                "forced": self.mismatch is not None}
+                "forced": self.mismatch is not None,
+                **({} if self.title is None else {"title": self.title})}
 
 
 class Unqueued:
@@ -229,7 +236,7 @@ def plan_fork(runs_dir: Path, row: QueueRow, from_node: str | None, *,
                          code="source_changed")
     carried = carry(events, final, node)
     return ForkPlan(new_run_id(loaded.name), row.run_id, node, loaded, final.get("input"),
-                    carried, mismatch)
+                    carried, mismatch, final.get("title"), final.get("startedAt"))
 
 
 def lay_out(store: Store, runs_dir: Path, plan: ForkPlan, *, fsync: str = "node") -> None:

@@ -28,6 +28,7 @@ from ...protocol.states import (
 )
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
 from ...protocol.store.turns import AGENT_CANCELLED, CLAIM_LOST, PRESENTATION, RUN_FAILED
+from ..views.runtext import with_title
 from ..views.status import host_running, run_status
 
 Q, S = QueueState, RunStatus
@@ -185,7 +186,7 @@ def _follow_up(intent: TurnIntent) -> str:
 
 
 def run_line(info: dict[str, Any]) -> str:
-    head = f"{info['runId']}  {info['workflow']}  "
+    head = with_title(f"{info['runId']}  {info['workflow']}", info) + "  "
     kind = str(info["change"])
     node = info.get("currentNode")
     error = f" [{info.get('errorCode')}] {info.get('error') or ''}".rstrip()

@@ -24,6 +24,7 @@ from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from .holds import chat_hold, hold_text
 from .nextcmd import fork_command, fork_default, next_steps
+from .runtext import detail_suffix
 from .status import chain_lines, shown_state, status_line, status_with_chain
 from .steplogs import INTERRUPTED, RUNNING, WAITING, read_steps
 from .timefmt import duration
@@ -193,6 +194,7 @@ def _running(info: dict[str, Any], project: Path | None) -> list[str]:
                 + (f" (now at {info['currentNode']})" if info.get("currentNode") else ""))
     else:
         where = f" at {info['currentNode']}" if info.get("currentNode") else ""
+        where += detail_suffix(info.get("statusDetail")) if where else ""
         head = f"  {info['queueState']}{where}"  # starting or running
     return [head, f"  follow it: {cli(project, 'watch', run_id)}"]
 

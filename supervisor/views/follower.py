@@ -18,6 +18,7 @@ from typing import Any
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .runtext import detail_suffix, quoted
 from .wording import cli
 
 
@@ -50,7 +51,8 @@ def describe(event: dict[str, Any]) -> str:
         code, message = result.get("errorCode"), result.get("error")
     if kind == "node_started":
         again = ", rerun" if p.get("rerun") else ""
-        return f"{head} {node}: started (step {p.get('step')}{again})"
+        return (f"{head} {node}: started (step {p.get('step')}{again})"
+                + detail_suffix(p.get("statusDetail")))
     if kind == "node_finished":
         nxt = f" -> {p['next']}" if p.get("next") else ""
         return f"{head} {node}: done{nxt}  {_short(p.get('output'), 100)}"
@@ -72,6 +74,8 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} completed: {_short(p.get('finalOutput'))}"
     if kind in ("run_failed", "run_timed_out", "run_cancelled"):
         return f"{head} {kind[4:].replace('_', ' ')} [{code}] {_short(message or '')}"
+    if kind == "run_started" and p.get("title"):
+        return describe({**event, "payload": {**p, "title": None}}) + "  " + quoted(p["title"])
     if kind == "run_started" and p.get("forkedFrom"):
         carried = ", ".join(p.get("carriedNodes") or []) or "nothing"
         return (f"{head} run_started: fork of {p['forkedFrom']} at {p.get('forkNode')},"

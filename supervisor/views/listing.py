@@ -16,6 +16,7 @@ from typing import Any
 from ...protocol.errors import UsageError
 from ...protocol.states import CLAIMED, PAUSED, QUEUE_STATES, RunStatus
 from ...protocol.store import Store
+from .runtext import quoted
 from .status import error_text, fork_links, run_status, shown_state, where_text
 from .timefmt import ago, duration
 
@@ -131,7 +132,8 @@ def _duration(info: dict[str, Any], now_ms: int) -> str:
 def _row(depth: int, info: dict[str, Any], shown: set[str], now_ms: int) -> tuple[str, ...]:
     run = ("  " * depth + "-> " if depth else "") + info["runId"]
     # The continuation's own row follows, so the parent's need not name it.
-    detail = [where_text(info, arrow=info.get("continuedBy") not in shown), error_text(info),
+    detail = [quoted(info.get("title")),
+              where_text(info, arrow=info.get("continuedBy") not in shown), error_text(info),
               fork_links(info).strip()]
     if not depth and info.get("parentRunId"):
         detail.append(f"(continues {info['parentRunId']})")

@@ -35,6 +35,7 @@ from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
 from .follower import Item, TraceFollower
 from .nextcmd import fork_default, next_steps
+from .runtext import quoted
 from .wording import (
     cli,
     duration_text,
@@ -76,6 +77,7 @@ class _Node:
     state: str = PENDING
     started: int | None = None
     ended: int | None = None
+    detail: str | None = None  # its status detail, shown while it runs
 
 
 class LiveView:
@@ -88,6 +90,7 @@ class LiveView:
         self.dead = False
         self.run_id: str | None = None
         self.workflow: str | None = None
+        self.title: str | None = None
         self.nodes: dict[str, _Node] = {}
         self.current: str | None = None
         self.attempt: str | None = None
@@ -192,11 +195,13 @@ class LiveView:
         node_id, at = event.get("nodeId"), int(event.get("at", 0))
         if kind == "run_started":
             self.workflow = self.workflow or p.get("workflow")
+            self.title = self.title or p.get("title")
             self.started = self.started or at
             self._origin(p)
         elif kind == "node_started" and node_id:
             node = self._node(node_id)
             node.state, node.started, node.ended = RUNNING, at, None
+            node.detail = p.get("statusDetail")
             self.current, self.attempt = node_id, event.get("attemptId")
             self.tail.clear()
             self.partial.clear()
@@ -296,6 +301,8 @@ class LiveView:
     def _render(self) -> RenderableType:
         now = self.clock()
         head = Text(f"{self.workflow or 'run'}  ", style="bold")
+        if self.title:
+            head.append(f"{quoted(self.title)}  ", style="bold")
         head.append(self.run_id or "", style="dim")
         if self.started is not None and self.status is None:
             head.append(f"  {duration_text(now - self.started)}", style="dim")
@@ -308,10 +315,11 @@ class LiveView:
                 took = duration_text(node.ended - node.started)
             else:
                 took = ""
+            detail = node.detail if node.state == RUNNING and node.detail else ""
             grid.add_row(Text(mark, style=style), Text(node.id, style="bold" if
                                                        node.id == self.current else ""),
                          Text(node.state, style=style), Text(took, style="dim"),
-                         Text(node.kind, style="dim"))
+                         Text(node.kind, style="dim"), Text(detail, style="italic"))
         parts: list[RenderableType] = [head, grid]
         lines = list(self.tail)
         if self.current is not None:

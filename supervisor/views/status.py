@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .runtext import detail_suffix, text_fields, with_title
 from .timefmt import ago, duration
 
 MAX_CHAIN = 1000  # a chain is a list; the bound only guards against a damaged store
@@ -48,6 +49,7 @@ def run_status(row: QueueRow, runs_dir: Path,
         "paused": is_paused(row.state, row.error_code),
         "pauseRequested": pause_pending(row.state, row.error_code),
         "forkedFrom": row.forked_from, "forkNode": row.fork_node, "forks": list(forks or []),
+        "title": None, "statusDetail": None,
     }
     bundle = Bundle(runs_dir, row.run_id)
     if not bundle.exists():
@@ -65,6 +67,7 @@ def run_status(row: QueueRow, runs_dir: Path,
         "waitingOn": state.get("waitingNode") if waiting else None,
         "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
         "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,
+        **text_fields(state, status),
     })
     if data["errorCode"] is None and error:
         data["errorCode"], data["error"] = error.get("code"), error.get("message")
@@ -158,7 +161,7 @@ def where_text(info: dict[str, Any], *, arrow: bool = True) -> str:
         return f"at {info['waitingOn']}"
     if info.get("currentNode") and (info["queueState"] in CLAIMED
                                     or info["queueState"] == QueueState.PARKED):
-        return f"at {info['currentNode']}"
+        return f"at {info['currentNode']}{detail_suffix(info.get('statusDetail'))}"
     return ""
 
 
@@ -178,7 +181,7 @@ def status_line(info: dict[str, Any], now_ms: int | None = None, *, arrow: bool 
     where = where_text(info, arrow=arrow)
     err = error_text(info)
     when = "" if now_ms is None else f"  ({_times(info, now_ms)})"
-    return (f"{info['runId']}  {info['workflow']}  {shown_state(info)}"
+    return (with_title(f"{info['runId']}  {info['workflow']}", info) + f"  {shown_state(info)}"
             f"{' ' + where if where else ''}{' ' + err if err else ''}{fork_links(info)}{when}")
 
 
