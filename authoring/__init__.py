@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.definitions.decisions_agent import decision, decision_edge
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
         DEFAULT,
@@ -33,12 +34,14 @@ if TYPE_CHECKING:
         snapshot,
         switch,
     )
+    from .protocol.definitions.verdicts import Replace
 
 __version__ = "0.1.0a1"
 __all__ = [
     "DEFAULT",
     "DefinitionError",
     "NodeContext",
+    "Replace",
     "RunInfo",
     "Workflow",
     "__version__",
@@ -46,6 +49,8 @@ __all__ = [
     "agent",
     "checkpoint",
     "compute",
+    "decision",
+    "decision_edge",
     "define_workflow",
     "definition_digest",
     "edge",
@@ -54,11 +59,19 @@ __all__ = [
     "snapshot",
     "switch",
 ]
+# Names defined outside ``graph``, by the module (relative to this package) that owns each.
+_ELSEWHERE = {"decision": ".protocol.definitions.decisions_agent",
+              "decision_edge": ".protocol.definitions.decisions_agent",
+              "Replace": ".protocol.definitions.verdicts"}
 
 
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
+    elif name in _ELSEWHERE:
+        import importlib
+
+        value = getattr(importlib.import_module(_ELSEWHERE[name], __name__), name)
     elif name in __all__:
         from .protocol.definitions import graph as definition
 
