@@ -203,3 +203,31 @@ def test_a_continuation_keeps_its_chain_title_and_every_node_sees_its_answer(
     assert third["outputs"]["confirm"] == "ship it"
     assert third["outputs"]["ship"]["steps"] == 5
 
+
+
+def test_a_crash_before_run_started_keeps_the_recorded_title(h: Harness) -> None:
+    h.write("greet", TITLED)
+    run_id = h.launch("greet", {"who": "ada"})
+    with pytest.raises(Crash):  # the bundle is laid out, its first event never written
+        h.execute(run_id, engine_hook=lambda e: crash_on(e, "run_started"))
+    assert h.bundle(run_id).raw_state()["title"] == "Greet ADA"
+    GATES["returns"] = "another title"
+    assert h.after_crash(run_id).outcome == "completed"
+    assert _started(h, run_id)["title"] == "Greet ADA" and len(GATES["titles"]) == 1
+
+
+def test_a_fork_keeps_its_original_title(h: Harness) -> None:
+    from pi_workflows.supervisor.session.fork import fork_run
+
+    h.write("greet", TITLED.replace('return {"title"', 'assert not h.GATES.get("fail")\n'
+                                    '    return {"title"'))
+    GATES["fail"] = True
+    run_id = h.launch("greet", {"who": "ada"})
+    assert h.execute(run_id).outcome == "failed"
+    GATES.update(fail=False, returns="another title")
+    _, row = fork_run(h.store, h.runs, h.row(run_id), None, fsync="never")
+    assert _started(h, row.run_id)["title"] == "Greet ADA"
+    assert h.execute(row.run_id).outcome == "completed"
+    state = h.state(row.run_id)
+    assert state["title"] == "Greet ADA" and state["outputs"]["first"]["title"] == "Greet ADA"
+    assert len(GATES["titles"]) == 1
