@@ -3,8 +3,9 @@
 Owns turning what an author passed (nodes, edges, options) into a
 ``Workflow`` and refusing it with every problem at once. It sits above both
 the model and the rules so neither has to know the other's caller. Imports
-``protocol.definitions.graph`` and ``protocol.definitions.validation``; must not import
-``worker`` or ``supervisor``.
+``protocol.definitions.graph``, ``protocol.definitions.validation`` and
+``decisions_agent`` (a decision_edge is bound to its decision's field here);
+must not import ``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .decisions_agent import bind_decision_edges
 from .graph import (
     DEFAULT_MAX_STEPS,
     DEFAULT_TIMEOUT_S,
@@ -21,7 +23,6 @@ from .graph import (
     Node,
     Workflow,
 )
-from .decisions_agent import bind_decision_edges
 from .validation import workflow_problems
 
 

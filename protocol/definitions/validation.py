@@ -4,7 +4,8 @@ Owns: the rules a definition must follow (one specific sentence per problem,
 every problem reported at once) and the workflow and node name rules. The
 run-time checks on input and outputs live in ``protocol.definitions.values``; building a
 workflow (``define_workflow``) in ``protocol.definitions.define``, which calls these
-rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing`` and
+rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing``,
+the rules of decisions (``decisions_agent``) and of shown text (``shown``) and
 ``protocol.commands`` (the reserved command words); must not import
 ``worker`` or ``supervisor``.
 """
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..commands import COMMAND_WORDS
+from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
     NODE_TYPES,
@@ -30,7 +32,6 @@ from .graph import (
     SwitchEdge,
     Workflow,
 )
-from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
 from .routing import is_scalar, parse_path
 from .shown import status_detail_problem, title_problem
 

@@ -133,7 +133,7 @@ def test_watch_names_the_title_and_each_node_detail(cli: Harness) -> None:
     lines: list[str] = []
     assert watch(cli.store, cli.runs, run_id, echo=lines.append) == 0
     assert lines[0].endswith('run_started  "Fix the login page"')
-    assert [line for line in lines if "build: started" in line][0].endswith(
+    assert next(line for line in lines if "build: started" in line).endswith(
         "build: started (step 2): step 2 of 3")
 
 
