@@ -65,7 +65,7 @@ def running(cli: Harness) -> Iterator[tuple[Harness, str]]:
 
 
 def _cli(h: Harness, *args: str, fast: bool = True) -> CliResult:
-    extra = {} if fast else {"PI_WORKFLOWS_NO_FAST_CLI": "1"}
+    extra = {"COLUMNS": "200"} if fast else {"COLUMNS": "200", "PI_WORKFLOWS_NO_FAST_CLI": "1"}
     done = run_cli(*args, "--project", str(h.project), env={**os.environ, **extra}, cwd=h.root)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     return done
