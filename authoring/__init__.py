@@ -4,7 +4,7 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definitions.graph`` and ``protocol.definitions.define`` only and must not import
+``protocol.definitions.graph``, ``compose`` and ``define`` only and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.definitions.compose import include, included_result
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
         DEFAULT,
@@ -49,6 +50,8 @@ __all__ = [
     "define_workflow",
     "definition_digest",
     "edge",
+    "include",
+    "included_result",
     "notify",
     "shell",
     "snapshot",
@@ -59,6 +62,10 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
+    elif name in ("include", "included_result"):
+        from .protocol.definitions import compose
+
+        value = getattr(compose, name)
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

@@ -47,6 +47,7 @@ class RunState(TypedDict, total=False):
     answer: Any
     forkedFrom: str | None  # a fork (``pi-workflows fork``): the run and node it started from
     forkNode: str | None
+    mountSteps: dict[str, int]  # a composed graph: steps per running mount (worker/mounts.py)
     traceSeq: int
     updatedAt: int
 

@@ -23,6 +23,7 @@ from ..protocol.bundlewriter import BundleWriter
 from ..protocol.definitions.graph import (
     EFFECT_KINDS,
     CheckpointNode,
+    MountNode,
     NodeContext,
     Workflow,
     resolve_timeout,
@@ -46,6 +47,8 @@ from ..protocol.states import (
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
+from .includes import included_files, includes_changed
+from .mounts import counted, scoped, step_mount, steps_refused
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
 from .steps import run_step
 from .stream import OutputStreams
@@ -177,9 +180,10 @@ class Engine:
                 # The checkpoint's step was counted by the parent.
                 "currentAttempt": pstate.get("currentAttempt") or "answered",
                 "parentRunId": parent["runId"], "answer": parent["answer"],
+                **({"mountSteps": pstate["mountSteps"]} if "mountSteps" in pstate else {}),
             })
         manifest = {"workflow": wf.name, "source": source, "digest": digest,
-                    "parentRunId": state["parentRunId"]}
+                    "parentRunId": state["parentRunId"], **included_files(wf)}
         self.writer.create(manifest, snapshot(wf), state)
         self.state = state
         self._started(digest)
@@ -200,9 +204,17 @@ class Engine:
         pinned = self.writer.manifest
         expected_sha = (pinned.get("source") or {}).get("sha256")
         mismatch = None
-        if expected_sha != source_sha256 or pinned.get("digest") != digest:
+        changed = includes_changed(pinned, self.workflow)
+        if expected_sha != source_sha256 or pinned.get("digest") != digest or changed:
             mismatch = {"expectedSha256": expected_sha, "actualSha256": source_sha256,
-                        "expectedDigest": pinned.get("digest"), "actualDigest": digest}
+                        "expectedDigest": pinned.get("digest"), "actualDigest": digest,
+                        **({"includes": changed} if changed else {})}
+            if not force and changed and expected_sha == source_sha256:
+                raise SourceChanged(
+                    f"the included workflow file {changed[0]['path']} of run {self.run_id}"
+                    " changed since the run started (source pinning); check the change, then"
+                    f" `pi-workflows resume {self.run_id} --force` to continue on it, or"
+                    " cancel the run")
             if not force:
                 raise SourceChanged(
                     f"the workflow file of run {self.run_id} changed since the run started"
@@ -280,6 +292,9 @@ class Engine:
             self._end("run_failed", _error("node_missing",
                                            f"node {node_id!r} is not in the workflow definition"))
             return
+        if isinstance(node, MountNode):  # an include's entry or exit: not a step
+            step_mount(self, node)
+            return
         interrupted = self.state.get("currentAttempt")
         rerun = interrupted is not None
         steps = int(self.state["steps"])
@@ -289,16 +304,22 @@ class Engine:
                     "max_steps_exceeded",
                     f"the run reached max_steps={wf.max_steps} before node {node_id!r}"))
                 return
+            refused = steps_refused(wf, self.state, node_id)
+            if refused:
+                self._end("run_failed", _error("max_steps_exceeded", refused))
+                return
             steps += 1
         attempt = f"{node_id}-{steps}-{secrets.token_hex(3)}"
         self._transition("node_started", {"step": steps, "rerun": rerun},
-                         {"currentNode": node_id, "currentAttempt": attempt, "steps": steps},
+                         {"currentNode": node_id, "currentAttempt": attempt, "steps": steps,
+                          **({} if rerun else counted(self.state, node_id))},
                          node_id=node_id, attempt_id=attempt)
         if self.on_node is not None:
             self.on_node(node_id)
         stop = threading.Event()
         ctx = self._context(node_id, attempt, stop,
                             interrupted=str(interrupted) if interrupted is not None else None)
+        ctx = scoped(self.state, ctx)  # inside an include: the child's own view
         if isinstance(node, CheckpointNode):
             if self.state.get("answeredNode") == node_id:
                 answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))

@@ -52,6 +52,14 @@ def load_timeout() -> float:
 PROJECT_SUBDIR = Path(".pi") / "workflows"
 Scope = Literal["project", "global"]
 _counter = itertools.count(1)
+# The real paths of the workflow files being imported in this thread, outermost
+# first: an include of one of them is a cycle (protocol.definitions.resolve).
+_loading = threading.local()
+
+
+def loading() -> list[str]:
+    """The chain of workflow files this thread is importing right now."""
+    return list(getattr(_loading, "chain", []))
 
 
 class WorkflowLoadError(DefinitionError):
@@ -211,7 +219,12 @@ def load_workflow_file(path: Path | str, *, timeout_s: float | None = None) -> L
 
 def _load_bytes(shown: str, real: str, data: bytes, timeout_s: float | None) -> LoadedWorkflow:
     stem = workflow_name_for(Path(shown))
-    module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
+    chain = _loading.__dict__.setdefault("chain", [])
+    chain.append(real)
+    try:
+        module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
+    finally:
+        chain.pop()
     workflow = _the_workflow(shown, module)
     if workflow.name is None:
         problems = name_problems(stem)

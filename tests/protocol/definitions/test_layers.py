@@ -21,8 +21,12 @@ LAYERS: dict[str, set[str]] = {
     "definitions.graph": {"errors", "jsonenc"},
     "definitions.routing": {"definitions.graph", "errors", "states"},
     "definitions.values": {"definitions.graph", "errors"},
-    "definitions.validation": {"commands", "definitions.graph", "definitions.routing"},
-    "definitions.define": {"definitions.graph", "definitions.validation"},
+    "definitions.compose": {"definitions.graph"},
+    "definitions.validation": {"commands", "definitions.compose", "definitions.graph",
+                               "definitions.routing"},
+    "definitions.resolve": {"definitions.discovery", "definitions.graph"},
+    "definitions.define": {"definitions.compose", "definitions.graph", "definitions.resolve",
+                           "definitions.validation"},
 }
 
 
