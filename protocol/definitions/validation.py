@@ -36,8 +36,7 @@ from .routing import is_scalar, parse_path
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"  # compiled on first use
 NAME_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
-_NODE_HELP = ("build nodes with compute(), action(), shell(), agent(), notify(), checkpoint()"
-              " or include()")
+_NODE_HELP = "build nodes with compute(), action(), shell(), agent(), notify() or checkpoint()"
 
 
 def name_problems(name: object) -> list[str]:
