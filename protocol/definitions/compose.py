@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,8 +175,9 @@ def edge_problems(raw_edges: object, children: Mapping[str, Workflow | None],
         label = (f"edge {item.source!r} -> {item.target!r}" if isinstance(item, Edge)
                  else f"switch from {item.source!r}")
         problem = _endpoint_problem(item, label, children)
-        if problem:
-            out.problems.append(problem)
+        if problem is not None:
+            if problem:
+                out.problems.append(problem)
             continue
         if isinstance(item.source, str):
             routed.add(item.source)
@@ -204,6 +205,8 @@ def _endpoint_problem(item: AnyEdge, label: str,
                     f" ({exits_of(source)}), not on the mount itself")
         mount, dot, name = source.partition(EXIT_SEP)
         child = children.get(mount)
+        if dot and mount in children and child is None:
+            return ""  # the include did not load: that is its problem, not this edge's
         if dot and mount in children and child is not None and name not in child.exits:
             return (f"{label}: include {mount!r} has no exit {name!r} (its exits:"
                     f" {exits_of(mount)})")
@@ -225,12 +228,16 @@ def _endpoint_problem(item: AnyEdge, label: str,
 
 def compose(raw_nodes: Sequence[object], raw_edges: object,
             resolved: Mapping[str, tuple[Workflow | None, list[IncludedFile], str | None]],
-            ) -> Composition:
-    """Compile every include of ``raw_nodes``; ``resolved`` is each mount's loaded child."""
+            valid_id: Callable[[str], bool]) -> Composition:
+    """Compile every include of ``raw_nodes``; ``resolved`` is each mount's loaded child.
+
+    An include whose id breaks the name rule is left out (the rules name it).
+    """
     out = Composition()
     children: dict[str, Workflow | None] = {}
     for node in raw_nodes:
-        if not isinstance(node, IncludeNode) or not isinstance(node.id, str):
+        if not isinstance(node, IncludeNode) or not isinstance(node.id, str) \
+                or not valid_id(node.id):
             continue
         child, files, problem = resolved.get(node.id, (None, [], None))
         if problem:

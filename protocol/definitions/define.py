@@ -29,7 +29,7 @@ from .graph import (
     Workflow,
 )
 from .resolve import resolve_all
-from .validation import workflow_problems
+from .validation import is_node_name, workflow_problems
 
 
 def define_workflow(
@@ -60,7 +60,7 @@ def define_workflow(
     composed: Composition | None = None
     flat_edges = list(edge_list) if isinstance(edge_list, list) else []
     if isinstance(node_list, list) and any(isinstance(n, IncludeNode) for n in node_list):
-        composed = compose(node_list, edge_list, resolve_all(node_list))
+        composed = compose(node_list, edge_list, resolve_all(node_list), is_node_name)
         by_id = _in_place(node_list, composed, by_id)
         flat_edges = [*(e for e in composed.kept_edges if isinstance(e, Edge | SwitchEdge)),
                       *composed.edges]

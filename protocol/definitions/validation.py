@@ -51,6 +51,11 @@ def name_problems(name: object) -> list[str]:
     return []
 
 
+def is_node_name(node_id: object) -> bool:
+    """True when ``node_id`` follows the node name rule."""
+    return isinstance(node_id, str) and re.match(NAME_PATTERN, node_id) is not None
+
+
 def _timeout_problem(value: object, where: str, *, allow_default: bool) -> str | None:
     if value is None or callable(value) or (allow_default and isinstance(value, DefaultType)):
         return None
@@ -299,7 +304,14 @@ def workflow_problems(
         edges_in = [*composed.kept_edges, *composed.edges]
     elif composed is not None:
         edges_in = composed.kept_edges
-    _graph_problems(edges_in, nodes, workflow.start_at, problems)
+    if composed is not None and composed.problems:
+        # A refused edge into or out of an include leaves nodes behind it unreached:
+        # a consequence of the problem already named, not one more.
+        graph: list[str] = []
+        _graph_problems(edges_in, nodes, workflow.start_at, graph)
+        problems.extend(p for p in graph if " is not reachable from start node " not in p)
+    else:
+        _graph_problems(edges_in, nodes, workflow.start_at, problems)
     problems.extend(exit_problems(workflow.exits, nodes, edges_in))
     steps = workflow.max_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
