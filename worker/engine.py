@@ -34,6 +34,7 @@ from ..protocol.definitions.routing import RoutingError, next_node, routes_failu
 from ..protocol.definitions.values import OutputError, check_output
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.fence import CancelPending, PausePending
+from ..protocol.includepins import included_files, includes_changed
 from ..protocol.limits import safe_error_message
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
 from ..protocol.states import (
@@ -47,7 +48,6 @@ from ..protocol.states import (
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
-from .includes import included_files, includes_changed
 from .mounts import counted, scoped, step_mount, steps_refused
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
 from .steps import run_step

@@ -107,7 +107,8 @@ def test_an_included_child_is_a_valid_workflow_on_its_own() -> None:
 
 
 @pytest.mark.parametrize(("exits", "edges", "message"), [
-    ({"done": "nope"}, [edge("a", "b")], "exit 'done' names 'nope', which is not a node of this workflow"),
+    ({"done": "nope"}, [edge("a", "b")],
+     "exit 'done' names 'nope', which is not a node of this workflow"),
     ({"done": "a"}, [edge("a", "b")],
      "exit 'done' names node 'a', which has an outgoing edge; an exit node ends its branch"
      " (remove the edge or name another node)"),
@@ -234,8 +235,10 @@ def test_a_child_by_path_or_name_is_loaded_and_pinned(tmp_path: Path) -> None:
     child = _file(tmp_path / "step.workflow.py", CHILD)
     sub = tmp_path / "sub"
     sub.mkdir()
-    by_path = load_workflow_file(_file(sub / "top.workflow.py", _includer("top", "../step.workflow.py")))
-    by_name = load_workflow_file(_file(tmp_path / "named.workflow.py", _includer("named", "step")))
+    by_path = load_workflow_file(_file(sub / "top.workflow.py",
+                                       _includer("top", "../step.workflow.py")))
+    by_name = load_workflow_file(_file(tmp_path / "named.workflow.py",
+                                       _includer("named", "step")))
     for loaded in (by_path, by_name):
         [pinned] = loaded.workflow.includes
         assert (pinned.mount, pinned.workflow, pinned.path) == ("m", "step", str(child))
@@ -249,7 +252,8 @@ def test_a_child_by_path_or_name_is_loaded_and_pinned(tmp_path: Path) -> None:
 
 def test_a_missing_child_is_one_clear_problem(tmp_path: Path) -> None:
     with pytest.raises(WorkflowLoadError) as caught:
-        load_workflow_file(_file(tmp_path / "top.workflow.py", _includer("top", "gone.workflow.py")))
+        load_workflow_file(_file(tmp_path / "top.workflow.py",
+                                 _includer("top", "gone.workflow.py")))
     assert caught.value.problems == [
         f"include 'm': no workflow file 'gone.workflow.py' (relative to {tmp_path})"]
     with pytest.raises(WorkflowLoadError) as caught:

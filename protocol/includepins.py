@@ -2,8 +2,9 @@
 
 Owns the ``includes`` list of a run's manifest (each file an ``include``
 loaded: mount, workflow, real path, sha256, beside the parent's ``source``)
-and comparing it with the files the definition loads now, for ``reopen``.
-Imports ``protocol`` only; never the supervisor.
+and comparing it with the files the definition loads now (the engine's
+``reopen``, ``resume --force``'s repin). Imports only
+``protocol.definitions.graph``; must not import ``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..protocol.definitions.graph import Workflow
+from .definitions.graph import Workflow
 
 
 def included_files(workflow: Workflow) -> dict[str, Any]:
