@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .mounts import mount_note
 from .timefmt import ago, duration
 
 MAX_CHAIN = 1000  # a chain is a list; the bound only guards against a damaged store
@@ -158,7 +159,7 @@ def where_text(info: dict[str, Any], *, arrow: bool = True) -> str:
         return f"at {info['waitingOn']}"
     if info.get("currentNode") and (info["queueState"] in CLAIMED
                                     or info["queueState"] == QueueState.PARKED):
-        return f"at {info['currentNode']}"
+        return f"at {info['currentNode']}{mount_note(info['currentNode'])}"
     return ""
 
 

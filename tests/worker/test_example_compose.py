@@ -40,7 +40,8 @@ def test_a_short_note_leaves_by_the_rejected_exit(h: Harness) -> None:
     state = h.state(run_id)
     assert state["outputs"]["revise"] == {"revise": True, "exit": "rejected",
                                           "why": "2 words; a draft needs at least 5"}
-    assert state["finalOutput"]["message"] == "needs another pass: 2 words; a draft needs at least 5"
+    assert state["finalOutput"]["message"] == (
+        "needs another pass: 2 words; a draft needs at least 5")
     assert "publish" not in state["outputs"]
 
 
