@@ -269,3 +269,45 @@ def test_a_checkpoint_inside_a_mount_waits_and_its_count_carries(
     state = engine.writer.bundle.state()
     assert state["waitingNode"] == "ask/q" and state["waitingOutput"] == {"summary": "n=5"}
     assert state["mountSteps"] == {"ask": 1}
+
+
+ASKING = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(
+        name="ask", start_at="q",
+        nodes=[checkpoint("q", summary=lambda c: "n=" + str(c.input["n"])),
+               compute("use", lambda c: {"answer": c.outputs["q"], "n": c.input["n"]})],
+        edges=[edge("q", "use")], exits={"done": "use"}, max_steps=MAX)
+
+workflow = define_workflow(
+    start_at="ask",
+    nodes=[include(child(), input={"n": 5}, as_="ask"),
+           compute("end", lambda c: c.outputs["ask.done"])],
+    edges=[edge("ask.done", "end")])
+"""
+
+
+def test_an_answer_continues_inside_the_mount(h: Any) -> None:
+    h.write("asking", "MAX = 2\n" + ASKING)
+    parent = h.launch("asking")
+    assert h.execute(parent).outcome == "waiting"
+    assert h.state(parent)["waitingNode"] == "ask/q"
+    child = h.answer(parent, "yes")
+    assert h.execute(child).outcome == "completed"
+    state = h.state(child)
+    assert state["finalOutput"] == {"exit": "done", "output": {"answer": "yes", "n": 5}}
+    # The continuation carried the mount's count: q (1) in the parent, use (2) here,
+    # within the child's max_steps=2.
+    assert state["steps"] == 3 and state["mountSteps"] == {}
+
+
+def test_the_mount_count_carries_into_the_continuation(h: Any) -> None:
+    h.write("asking", "MAX = 1\n" + ASKING)  # q used the one step; use may not start
+    parent = h.launch("asking")
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "yes")
+    assert h.execute(child).outcome == "failed"
+    assert h.state(child)["error"]["message"] == (
+        "include 'ask' reached its max_steps=1 before node 'ask/use'")
