@@ -152,7 +152,7 @@ def test_every_line_boundary_and_every_torn_line(history: History) -> None:
         points.append((history.ends[i], i))  # a clean cut after line i
         if i < LINES:  # a cut in the middle of line i + 1: the projection is at i
             points.append(((history.ends[i] + history.ends[i + 1]) // 2, i))
-        if 0 < i:  # a cut on the boundary with the projection one line behind
+        if i > 0:  # a cut on the boundary with the projection one line behind
             points.append((history.ends[i], i - 1))
     for offset, seq in points:
         _check(history, offset, seq)
