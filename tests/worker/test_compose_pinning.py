@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from pi_workflows.protocol.settle import repin_source
+from pi_workflows.supervisor.session.fork import fork_run
 from pi_workflows.worker.control import Control
 
 from tests.helpers.engine import HEADER, Harness, assert_well_formed, bundle_bytes
@@ -113,3 +114,15 @@ def test_a_child_changed_while_queued_fails_the_launch(h: Harness) -> None:
     out = h.execute(run_id)
     assert (out.outcome, out.error_code) == ("failed", "source_changed")
     assert not h.bundle(run_id).exists()
+
+
+def test_a_fork_inside_a_mount_pins_the_included_files_too(h: Harness) -> None:
+    _child(h)
+    h.write("top", PARENT)
+    run_id = h.launch("top")
+    assert h.execute(run_id).outcome == "completed"
+    _, row = fork_run(h.store, h.runs, h.row(run_id), "step/s", fsync="never")
+    assert h.bundle(row.run_id).manifest()["includes"] == h.bundle(run_id).manifest()["includes"]
+    out = h.execute(row.run_id)
+    assert (out.outcome, out.error_code) == ("completed", None)
+    assert h.state(row.run_id)["finalOutput"] == FINAL
