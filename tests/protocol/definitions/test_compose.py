@@ -277,3 +277,26 @@ def test_include_cycles_are_refused_with_the_chain(tmp_path: Path) -> None:
         load_workflow_file(tmp_path / "self.workflow.py")
     assert caught.value.problems == [
         "include 'm': include cycle: self.workflow.py -> self.workflow.py"]
+
+
+def test_nested_included_files_are_all_pinned(tmp_path: Path) -> None:
+    leaf = _file(tmp_path / "leaf.workflow.py", CHILD)
+    mid = _file(tmp_path / "mid.workflow.py", _includer("mid", "leaf"))
+    top = _file(tmp_path / "top.workflow.py", """
+workflow = define_workflow(start_at="outer", nodes=[include("mid.workflow.py", as_="outer"),
+                           compute("end", lambda ctx: 1)], edges=[edge("outer.done", "end")])
+""")
+    loaded = load_workflow_file(top)
+    assert [(f.mount, f.workflow, f.path) for f in loaded.workflow.includes] == [
+        ("outer", "mid", str(mid)), ("outer/m", "leaf", str(leaf))]
+    assert "outer/m/s" in loaded.workflow.nodes
+    leaf.write_text(leaf.read_text() + "# changed\n")
+    assert load_workflow_file(top).digest != loaded.digest  # a grandchild is pinned too
+
+
+def test_the_same_child_twice_under_two_mounts() -> None:
+    wf = define_workflow(name="twice", start_at="one", nodes=[
+        include(review(), as_="one"), include(review(), as_="two"), compute("end", fn)],
+        edges=[edge("one.approved", "two"), edge("one.rejected", "end"),
+               edge("two.approved", "end"), edge("two.rejected", "end")])
+    assert {"one/score", "two/score", "one.approved", "two.rejected"} <= set(wf.nodes)
