@@ -18,7 +18,13 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..protocol.definitions.compose import SEP, enclosing_mounts, local_id, mount_of
-from ..protocol.definitions.graph import MountNode, NodeContext, Workflow, resolve_value
+from ..protocol.definitions.graph import (
+    DEFAULT,
+    MountNode,
+    NodeContext,
+    Workflow,
+    resolve_value,
+)
 from ..protocol.definitions.routing import RoutingError, next_node
 from ..protocol.definitions.values import OutputError, check_output
 from ..protocol.limits import safe_error_message
@@ -114,7 +120,10 @@ def _child_input(engine: Engine, node: MountNode) -> NodeOutcome:
                              f" refused the include's input: {type(exc).__name__}: {exc}"
                              ) from None
 
-    timeout_s = engine.workflow.timeout
+    # The include's input runs in the including workflow, on its default timeout.
+    timeout_s = engine.workflow.timeout if node.timeout is DEFAULT else node.timeout
+    if callable(timeout_s):  # never: a compiled entry holds a number or None
+        timeout_s = None
     watch = Watch(engine.control, stop, timeout_s, effectful=False,
                   park_grace_s=engine.park_grace_s, stop_grace_s=engine.stop_grace_s,
                   monotonic=engine.monotonic)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .graph import (
+    DEFAULT,
     AnyEdge,
     Edge,
     IncludedFile,
@@ -108,12 +109,14 @@ class Composition:
     includes: list[IncludedFile] = field(default_factory=list)
 
 
-def _prefixed(node: Node, prefix: str) -> Node:
+def _prefixed(node: Node, prefix: str, child: Workflow) -> Node:
+    # A node on the default timeout keeps its own workflow's default, not the parent's.
+    timeout = child.timeout if node.timeout is DEFAULT else node.timeout
     if isinstance(node, MountNode):
         return dataclasses.replace(
-            node, id=prefix + node.id, mount=prefix + node.mount,
+            node, id=prefix + node.id, mount=prefix + node.mount, timeout=timeout,
             source_node=None if node.source_node is None else prefix + node.source_node)
-    return dataclasses.replace(node, id=prefix + node.id)
+    return dataclasses.replace(node, id=prefix + node.id, timeout=timeout)
 
 
 def _prefixed_edge(item: AnyEdge, prefix: str) -> AnyEdge:
@@ -129,7 +132,7 @@ def compile_mount(mount: str, child: Workflow, marker: IncludeNode, out: Composi
     prefix = mount + SEP
     out.nodes.append(MountNode(mount, mount, input=marker.input, parse=child.input,
                                max_steps=child.max_steps, workflow=child.name))
-    out.nodes.extend(_prefixed(node, prefix) for node in child.nodes.values())
+    out.nodes.extend(_prefixed(node, prefix, child) for node in child.nodes.values())
     out.edges.append(Edge(mount, prefix + child.start_at))
     out.edges.extend(_prefixed_edge(item, prefix) for item in child.edges)
     for name, local in child.exits.items():

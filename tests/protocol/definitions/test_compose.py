@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pi_workflows import (
+    DEFAULT,
     DefinitionError,
     Workflow,
     compute,
@@ -300,3 +301,13 @@ def test_the_same_child_twice_under_two_mounts() -> None:
         edges=[edge("one.approved", "two"), edge("one.rejected", "end"),
                edge("two.approved", "end"), edge("two.rejected", "end")])
     assert {"one/score", "two/score", "one.approved", "two.rejected"} <= set(wf.nodes)
+
+
+def test_a_child_node_on_the_default_timeout_keeps_its_own_workflow_default() -> None:
+    child = define_workflow(name="slow", start_at="a", timeout=5,
+                            nodes=[compute("a", fn), compute("b", fn, timeout=2)],
+                            edges=[edge("a", "b")], exits={"done": "b"})
+    wf = define_workflow(name="p", start_at="m", timeout=60, nodes=[
+        include(child, as_="m"), compute("end", fn)], edges=[edge("m.done", "end")])
+    assert wf.nodes["m/a"].timeout == 5 and wf.nodes["m/b"].timeout == 2
+    assert wf.nodes["end"].timeout is DEFAULT and wf.timeout == 60
