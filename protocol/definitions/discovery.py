@@ -2,8 +2,9 @@
 
 Owns: importing one ``*.workflow.py`` file safely (unique module name, every
 failure a ``WorkflowLoadError`` with the path and a one-line reason), the
-source identity (sha256 of the exact bytes executed), and the catalog of
-project and global definitions with shadowing. Imports ``protocol.definitions.graph``,
+source identity (sha256 of the exact bytes executed), the chain of files a
+thread is importing (an include of one of them is a cycle), and the catalog
+of project and global definitions with shadowing. Imports ``protocol.definitions.graph``,
 ``protocol.definitions.validation``, ``protocol.settings`` (types only), ``protocol.limits`` and
 ``protocol.errors``; must not import ``worker`` or ``supervisor``.
 """

@@ -4,7 +4,8 @@ Owns: the rules a definition must follow (one specific sentence per problem,
 every problem reported at once) and the workflow and node name rules. The
 run-time checks on input and outputs live in ``protocol.definitions.values``; building a
 workflow (``define_workflow``) in ``protocol.definitions.define``, which calls these
-rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing`` and
+rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing``,
+``protocol.definitions.compose`` (what a compiled include looks like) and
 ``protocol.commands`` (the reserved command words); must not import
 ``worker`` or ``supervisor``.
 """
