@@ -213,7 +213,7 @@ def _endpoint_problem(item: AnyEdge, label: str,
         if dot and mount in children and child is not None and name not in child.exits:
             return (f"{label}: include {mount!r} has no exit {name!r} (its exits:"
                     f" {exits_of(mount)})")
-        if SEP in source:
+        if SEP in source and source.split(SEP, 1)[0] in children:
             return (f"{label}: {source!r} is inside an include; route from its exits, not"
                     " from its nodes")
     for target in _targets(item):
@@ -223,7 +223,7 @@ def _endpoint_problem(item: AnyEdge, label: str,
         if dot and mount in children:
             return (f"{label}: targets {target!r}, an exit of include {mount!r}; an edge only"
                     f" leaves an exit (target {mount!r} to enter the include)")
-        if SEP in target:
+        if SEP in target and target.split(SEP, 1)[0] in children:
             return (f"{label}: targets {target!r}, a node inside an include; target the"
                     " include itself to enter it")
     return None

@@ -311,3 +311,15 @@ def test_a_child_node_on_the_default_timeout_keeps_its_own_workflow_default() ->
         include(child, as_="m"), compute("end", fn)], edges=[edge("m.done", "end")])
     assert wf.nodes["m/a"].timeout == 5 and wf.nodes["m/b"].timeout == 2
     assert wf.nodes["end"].timeout is DEFAULT and wf.timeout == 60
+
+
+def test_an_edge_from_inside_an_include_or_to_an_unknown_slash_id() -> None:
+    assert problems_of(lambda: parent(edges=[
+        edge("a", "review"), edge("review.approved", "ship"), edge("review.rejected", "fix"),
+        edge("review/ok", "fix")])) == [
+        "edge 'review/ok' -> 'fix': 'review/ok' is inside an include; route from its exits,"
+        " not from its nodes"]
+    assert problems_of(lambda: parent(edges=[
+        edge("a", "review"), edge("review.approved", "ship"), edge("review.rejected", "other/x"),
+        edge("ship", "fix")])) == [
+        "edge 'review.rejected' -> 'other/x': target 'other/x' is not a node"]
