@@ -6,7 +6,8 @@ on, each seeing only its own workflow (``ctx.input`` is the child's input,
 ``ctx.outputs`` keyed by its own node ids). This workflow routes on the
 child's two exits differently: ``review.approved`` goes on to ``publish``,
 and ``review.rejected`` to ``revise``, which reads the reason from the exit's
-value (every exit gives ``{"exit": name, "output": <its node's output>}``).
+value (every exit gives ``{"exit": name, "output": <its node's output>}``;
+``included_result`` checks that shape).
 
 Run input: the note, as the task words or ``{"text": "..."}``:
 ``pi-workflows run compose "ship the new parser on monday morning"``.
@@ -22,6 +23,7 @@ from pi_workflows import (
     define_workflow,
     edge,
     include,
+    included_result,
     notify,
 )
 
@@ -41,8 +43,12 @@ def draft(ctx: NodeContext) -> dict[str, str]:
     return {"text": " ".join(ctx.input["text"].split())}
 
 
+REVIEW_EXITS = ("approved", "rejected")
+
+
 def publish(ctx: NodeContext) -> dict[str, Any]:
-    result = ctx.outputs["review.approved"]
+    # The child is included by path, so its exits are named here to check the shape.
+    result = included_result(REVIEW_EXITS, ctx.outputs["review.approved"])
     return {"published": result["output"]["text"], "words": result["output"]["words"]}
 
 

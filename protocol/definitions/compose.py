@@ -17,7 +17,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,10 +52,16 @@ def include(child: Any, *, input: Any = None, as_: str = "") -> IncludeNode:
     return IncludeNode(as_, child, input, base)
 
 
-def included_result(child: Workflow, value: Any) -> dict[str, Any]:
-    """``value`` if it is an ``{exit, output}`` of ``child``; else a clear ValueError."""
-    name = getattr(child, "name", None) or "the included workflow"
-    exits = sorted(getattr(child, "exits", {}) or {})
+def included_result(child: Workflow | Collection[str], value: Any) -> dict[str, Any]:
+    """``value`` if it is an ``{exit, output}`` of ``child``; else a clear ValueError.
+
+    ``child`` is the included ``Workflow``, or its exit names (for a child
+    included by name or path).
+    """
+    if isinstance(child, Workflow):
+        name, exits = child.name or "the included workflow", sorted(child.exits)
+    else:
+        name, exits = "the included workflow", sorted(map(str, child))
     if not isinstance(value, Mapping) or set(value) != {"exit", "output"}:
         shape = type(value).__name__ if not isinstance(value, Mapping) else \
             "an object with keys " + ", ".join(sorted(map(str, value)))

@@ -323,3 +323,11 @@ def test_an_edge_from_inside_an_include_or_to_an_unknown_slash_id() -> None:
         edge("a", "review"), edge("review.approved", "ship"), edge("review.rejected", "other/x"),
         edge("ship", "fix")])) == [
         "edge 'review.rejected' -> 'other/x': target 'other/x' is not a node"]
+
+
+def test_included_result_takes_exit_names_for_a_child_given_by_path() -> None:
+    value = {"exit": "done", "output": None}
+    assert included_result(("done", "failed"), value) == value
+    with pytest.raises(ValueError, match="not a result of 'the included workflow': exit"
+                                         " 'done' is not one of its exits \\(ok\\)"):
+        included_result(["ok"], value)
