@@ -162,6 +162,8 @@ def _execute(shown: str, real: str, data: bytes, timeout_s: float) -> types.Modu
         with contextlib.redirect_stdout(sys.stderr), _time_bound(timeout_s):
             exec(code, module.__dict__)
     except _ImportTimeout:
+        if timeout_s <= 0:  # not this file's bound: an including file's, which reports it
+            raise
         raise WorkflowLoadError(
             shown, f"importing it took longer than {timeout_s:g} s (does it wait or loop at"
                    " import time?)") from None

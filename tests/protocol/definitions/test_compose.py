@@ -331,3 +331,13 @@ def test_included_result_takes_exit_names_for_a_child_given_by_path() -> None:
     with pytest.raises(ValueError, match="not a result of 'the included workflow': exit"
                                          " 'done' is not one of its exits \\(ok\\)"):
         included_result(["ok"], value)
+
+
+def test_a_child_that_hangs_at_import_is_the_including_files_timeout(tmp_path: Path) -> None:
+    _file(tmp_path / "slow.workflow.py", "import time\ntime.sleep(30)\n" + CHILD)
+    top = _file(tmp_path / "top.workflow.py", _includer("top", "slow"))
+    with pytest.raises(WorkflowLoadError) as caught:
+        load_workflow_file(top, timeout_s=0.5)
+    assert caught.value.reason == ("importing it took longer than 0.5 s (does it wait or loop"
+                                   " at import time?)")
+    assert caught.value.path == str(top)
