@@ -4,7 +4,7 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definitions.graph`` and ``protocol.definitions.define`` only and must not import
+``protocol.definitions.graph``, ``compose`` and ``define`` only and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.definitions.compose import include, included_result
     from .protocol.definitions.decisions_agent import decision, decision_edge
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
@@ -54,13 +55,17 @@ __all__ = [
     "define_workflow",
     "definition_digest",
     "edge",
+    "include",
+    "included_result",
     "notify",
     "shell",
     "snapshot",
     "switch",
 ]
 # Names defined outside ``graph``, by the module (relative to this package) that owns each.
-_ELSEWHERE = {"decision": ".protocol.definitions.decisions_agent",
+_ELSEWHERE = {"include": ".protocol.definitions.compose",
+              "included_result": ".protocol.definitions.compose",
+              "decision": ".protocol.definitions.decisions_agent",
               "decision_edge": ".protocol.definitions.decisions_agent",
               "Replace": ".protocol.definitions.verdicts"}
 

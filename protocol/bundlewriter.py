@@ -320,15 +320,17 @@ class BundleWriter:
         self.seq = wanted
         return RepairReport(wanted, dropped_lines, len(data) - keep, rewritten)
 
-    def repin(self, source: dict[str, str], digest: str, payload: dict[str, Any]) -> None:
+    def repin(self, source: dict[str, str], digest: str, payload: dict[str, Any],
+              includes: dict[str, Any] | None = None) -> None:
         """Accept a changed workflow source: record it in the trace, then in the manifest.
 
-        ``workflow.json`` keeps the definition the run started with.
+        ``workflow.json`` keeps the definition the run started with; ``includes``
+        (``{"includes": [...]}``) re-pins the files an include loaded.
         """
         state, _ = self.reopen()
         self.append("source_repinned", payload, state)
         with self._fence():
-            self._manifest.update({"source": source, "digest": digest,
+            self._manifest.update({"source": source, "digest": digest, **(includes or {}),
                                    "updatedAt": self.clock()})
             write_json_atomic(self.bundle.manifest_path, self._manifest,
                               sync=self.fsync != "never")

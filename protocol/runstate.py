@@ -50,6 +50,7 @@ class RunState(TypedDict, total=False):
     title: str | None  # resolved once at start; a continuation or fork keeps its chain's
     startedAt: str | None  # ISO 8601 UTC: when the chain's first run started (ctx.state)
     statusDetail: str | None  # the running node's status detail, while it runs
+    mountSteps: dict[str, int]  # a composed graph: steps per running mount (worker/mounts.py)
     traceSeq: int
     updatedAt: int
 

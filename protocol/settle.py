@@ -15,6 +15,7 @@ from .bundle import Bundle
 from .bundlewriter import BundleWriter
 from .definitions.discovery import load_workflow_file
 from .errors import ClaimLost, TransitionRefused
+from .includepins import included_files
 from .runstate import ErrorInfo, RunState, ending
 from .states import SETTLED_STATUSES, UNOWNED, QueueState
 from .store import QueueRow, Store
@@ -95,5 +96,6 @@ def repin_source(store: Store, runs_dir: Path, run_id: str, *,
     writer.repin({"path": loaded.source.path, "sha256": loaded.source.sha256}, loaded.digest, {
         "forced": True, "sourceMismatch": {
             "expectedSha256": old.get("sha256"), "actualSha256": loaded.source.sha256,
-            "expectedDigest": manifest.get("digest"), "actualDigest": loaded.digest}})
+            "expectedDigest": manifest.get("digest"), "actualDigest": loaded.digest}},
+        included_files(loaded.workflow) or ({"includes": []} if "includes" in manifest else {}))
     return store.unblock(run_id)

@@ -24,6 +24,7 @@ from ..protocol.definitions.graph import (
     EFFECT_KINDS,
     TITLE_TIMEOUT_S,
     CheckpointNode,
+    MountNode,
     NodeContext,
     Workflow,
     resolve_timeout,
@@ -34,6 +35,7 @@ from ..protocol.definitions.routing import RoutingError, next_node, routes_failu
 from ..protocol.definitions.values import OutputError, check_output
 from ..protocol.errors import PiWorkflowsError
 from ..protocol.fence import CancelPending, PausePending
+from ..protocol.includepins import included_files, includes_changed
 from ..protocol.limits import safe_error_message
 from ..protocol.runstate import ErrorInfo, PendingEnd, RunState, ending, new_state
 from ..protocol.states import (
@@ -47,6 +49,7 @@ from ..protocol.states import (
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
+from .mounts import counted, scoped, step_mount, steps_refused
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
 from .runinfo import (
     answer,
@@ -188,6 +191,7 @@ class Engine:
                 # The checkpoint's step was counted by the parent.
                 "currentAttempt": pstate.get("currentAttempt") or "answered",
                 "parentRunId": parent["runId"], "answer": parent["answer"],
+                **({"mountSteps": pstate["mountSteps"]} if "mountSteps" in pstate else {}),
             })
         # The title is resolved once, here, before the bundle exists: a crash
         # meanwhile leaves nothing, and every later read is of the recorded one.
@@ -196,7 +200,7 @@ class Engine:
             self.title_timeout_s)
         state.update(fields)  # type: ignore[typeddict-item]
         manifest = {"workflow": wf.name, "source": source, "digest": digest,
-                    "parentRunId": state["parentRunId"]}
+                    "parentRunId": state["parentRunId"], **included_files(wf)}
         self.writer.create(manifest, snapshot(wf), state)
         self.state = state
         self._started(digest)
@@ -218,9 +222,17 @@ class Engine:
         pinned = self.writer.manifest
         expected_sha = (pinned.get("source") or {}).get("sha256")
         mismatch = None
-        if expected_sha != source_sha256 or pinned.get("digest") != digest:
+        changed = includes_changed(pinned, self.workflow)
+        if expected_sha != source_sha256 or pinned.get("digest") != digest or changed:
             mismatch = {"expectedSha256": expected_sha, "actualSha256": source_sha256,
-                        "expectedDigest": pinned.get("digest"), "actualDigest": digest}
+                        "expectedDigest": pinned.get("digest"), "actualDigest": digest,
+                        **({"includes": changed} if changed else {})}
+            if not force and changed and expected_sha == source_sha256:
+                raise SourceChanged(
+                    f"the included workflow file {changed[0]['path']} of run {self.run_id}"
+                    " changed since the run started (source pinning); check the change, then"
+                    f" `pi-workflows resume {self.run_id} --force` to continue on it, or"
+                    " cancel the run")
             if not force:
                 raise SourceChanged(
                     f"the workflow file of run {self.run_id} changed since the run started"
@@ -300,6 +312,9 @@ class Engine:
             self._end("run_failed", _error("node_missing",
                                            f"node {node_id!r} is not in the workflow definition"))
             return
+        if isinstance(node, MountNode):  # an include's entry or exit: not a step
+            step_mount(self, node)
+            return
         interrupted = self.state.get("currentAttempt")
         rerun = interrupted is not None
         steps = int(self.state["steps"])
@@ -309,14 +324,20 @@ class Engine:
                     "max_steps_exceeded",
                     f"the run reached max_steps={wf.max_steps} before node {node_id!r}"))
                 return
+            refused = steps_refused(wf, self.state, node_id)
+            if refused:
+                self._end("run_failed", _error("max_steps_exceeded", refused))
+                return
             steps += 1
         attempt = f"{node_id}-{steps}-{secrets.token_hex(3)}"
         stop = threading.Event()
         ctx = self._context(node_id, attempt, stop, steps=steps,
                             interrupted=str(interrupted) if interrupted is not None else None)
+        ctx = scoped(self.state, ctx)  # inside an include: the child's own view
         detail, noted = node_fields(node, ctx, self.control)  # recorded before the node runs
         self._transition("node_started", {"step": steps, "rerun": rerun, **noted},
                          {"currentNode": node_id, "currentAttempt": attempt, "steps": steps,
+                          **({} if rerun else counted(self.state, node_id)),
                           **detail_cleared(self.state), **detail},  # type: ignore[typeddict-item]
                          node_id=node_id, attempt_id=attempt)
         if self.on_node is not None:

@@ -2,8 +2,9 @@
 
 Owns: importing one ``*.workflow.py`` file safely (unique module name, every
 failure a ``WorkflowLoadError`` with the path and a one-line reason), the
-source identity (sha256 of the exact bytes executed), and the catalog of
-project and global definitions with shadowing. Imports ``protocol.definitions.graph``,
+source identity (sha256 of the exact bytes executed), the chain of files a
+thread is importing (an include of one of them is a cycle), and the catalog
+of project and global definitions with shadowing. Imports ``protocol.definitions.graph``,
 ``protocol.definitions.validation``, ``protocol.settings`` (types only), ``protocol.limits`` and
 ``protocol.errors``; must not import ``worker`` or ``supervisor``.
 """
@@ -52,6 +53,14 @@ def load_timeout() -> float:
 PROJECT_SUBDIR = Path(".pi") / "workflows"
 Scope = Literal["project", "global"]
 _counter = itertools.count(1)
+# The real paths of the workflow files being imported in this thread, outermost
+# first: an include of one of them is a cycle (protocol.definitions.resolve).
+_loading = threading.local()
+
+
+def loading() -> list[str]:
+    """The chain of workflow files this thread is importing right now."""
+    return list(getattr(_loading, "chain", []))
 
 
 class WorkflowLoadError(DefinitionError):
@@ -153,6 +162,8 @@ def _execute(shown: str, real: str, data: bytes, timeout_s: float) -> types.Modu
         with contextlib.redirect_stdout(sys.stderr), _time_bound(timeout_s):
             exec(code, module.__dict__)
     except _ImportTimeout:
+        if timeout_s <= 0:  # not this file's bound: an including file's, which reports it
+            raise
         raise WorkflowLoadError(
             shown, f"importing it took longer than {timeout_s:g} s (does it wait or loop at"
                    " import time?)") from None
@@ -211,7 +222,12 @@ def load_workflow_file(path: Path | str, *, timeout_s: float | None = None) -> L
 
 def _load_bytes(shown: str, real: str, data: bytes, timeout_s: float | None) -> LoadedWorkflow:
     stem = workflow_name_for(Path(shown))
-    module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
+    chain = _loading.__dict__.setdefault("chain", [])
+    chain.append(real)
+    try:
+        module = _execute(shown, real, data, load_timeout() if timeout_s is None else timeout_s)
+    finally:
+        chain.pop()
     workflow = _the_workflow(shown, module)
     if workflow.name is None:
         problems = name_problems(stem)

@@ -100,6 +100,9 @@ class NodeContext:
     answer: Any = None
     # Where ``publish_update`` sends a structured progress update (issue 23, item 4).
     updates: Callable[[Any], None] = _no_updates
+    # Inside an included workflow: the mount path ("review", "outer/inner"); the
+    # ids above are then the child's own (protocol.definitions.compose).
+    mount: str | None = None
 
     def cancelled(self) -> bool:
         """True once the node should stop (cancel, park or timeout)."""
@@ -204,7 +207,39 @@ class CheckpointNode:
     kind: str = field(default="checkpoint", init=False)
 
 
-Node: TypeAlias = ComputeNode | ActionNode | ShellNode | AgentNode | NotifyNode | CheckpointNode
+@dataclass(frozen=True)
+class IncludeNode:
+    """``include(...)``: a whole workflow placed as a node; compiled away by ``define_workflow``."""
+
+    id: str  # the mount name (``as_=``)
+    child: Any  # a Workflow, a workflow name or a path
+    input: Any = None  # a value, or fn(ctx) giving the child's raw input
+    base: str | None = None  # the directory of the including file (a path is relative to it)
+    kind: str = field(default="include", init=False)
+
+
+@dataclass(frozen=True)
+class MountNode:
+    """An entry (``exit`` None; id = the mount path) or exit node (id ``mount.exit``) of a mount.
+
+    Made by compilation, never by an author; neither counts as a step.
+    """
+
+    id: str
+    mount: str
+    exit: str | None = None
+    input: Any = None  # entry: include(input=...)
+    parse: Callable[[Any], Any] | None = None  # entry: the child's own ``input`` function
+    max_steps: int = DEFAULT_MAX_STEPS  # entry: the child's, per invocation
+    source_node: str | None = None  # exit: the flat id of the node whose output it carries
+    workflow: str | None = None  # entry: the child's name
+    timeout: Timeout = DEFAULT
+    status_detail: Text | None = None
+    kind: str = field(default="mount", init=False)
+
+
+Node: TypeAlias = (ComputeNode | ActionNode | ShellNode | AgentNode | NotifyNode | CheckpointNode
+                   | MountNode)
 NODE_TYPES = (
     ComputeNode, ActionNode, ShellNode, AgentNode, NotifyNode, CheckpointNode,
 )
@@ -251,6 +286,20 @@ class Workflow:
     # Text, or a function of the run input returning text (given TITLE_TIMEOUT_S):
     # resolved once when the run starts and shown wherever the run is listed.
     title: str | Callable[[Any], Any] | None = None
+    # ``exits={"done": "node"}``: what an including workflow routes on; and every
+    # file an include brought in (protocol.definitions.compose).
+    exits: Mapping[str, str] = field(default_factory=dict)
+    includes: tuple[IncludedFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class IncludedFile:
+    """A workflow file an include loaded: pinned in the run's manifest beside the parent's."""
+
+    mount: str
+    workflow: str | None
+    path: str
+    sha256: str
 
 
 # --- constructors -------------------------------------------------------------
@@ -411,6 +460,10 @@ def _node_snapshot(node: Node) -> dict[str, Any]:
                     validate=_field(node.validate))
     elif isinstance(node, NotifyNode):
         data.update(message=_field(node.message), notifyKind=node.notify_kind)
+    elif isinstance(node, MountNode):
+        data.update(mount=node.mount, exit=node.exit, input=_field(node.input),
+                    parse=_field(node.parse), maxSteps=node.max_steps,
+                    sourceNode=node.source_node, workflow=node.workflow)
     else:
         data["summary"] = _field(node.summary)
     extra = getattr(node, "snapshot_extra", None)  # a node kind built on these (a decision)
@@ -445,6 +498,11 @@ def snapshot(workflow: Workflow) -> dict[str, Any]:
         **({} if workflow.presentation_prompt is None
            else {"presentationPrompt": _field(workflow.presentation_prompt)}),
         **({} if workflow.title is None else {"title": _field(workflow.title)}),
+        **({} if not workflow.exits else {"exits": dict(workflow.exits)}),
+        # The sha256 of every included file: a changed child changes the digest.
+        **({} if not workflow.includes else {"includes": [
+            {"mount": f.mount, "workflow": f.workflow, "sha256": f.sha256}
+            for f in workflow.includes]}),
     }
 
 

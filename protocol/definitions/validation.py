@@ -5,6 +5,7 @@ every problem reported at once) and the workflow and node name rules. The
 run-time checks on input and outputs live in ``protocol.definitions.values``; building a
 workflow (``define_workflow``) in ``protocol.definitions.define``, which calls these
 rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing``,
+``protocol.definitions.compose`` (what a compiled include looks like),
 the rules of decisions (``decisions_agent``) and of shown text (``shown``) and
 ``protocol.commands`` (the reserved command words); must not import
 ``worker`` or ``supervisor``.
@@ -16,10 +17,11 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..commands import COMMAND_WORDS
+from .compose import Composition, is_compiled
 from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
@@ -28,6 +30,7 @@ from .graph import (
     DefaultType,
     DefinitionError,
     Edge,
+    IncludeNode,
     Node,
     SwitchEdge,
     Workflow,
@@ -50,6 +53,11 @@ def name_problems(name: object) -> list[str]:
         return [f"workflow name {name!r} is reserved (it is a pi-workflows command word);"
                 " choose another name"]
     return []
+
+
+def is_node_name(node_id: object) -> bool:
+    """True when ``node_id`` follows the node name rule."""
+    return isinstance(node_id, str) and re.match(NAME_PATTERN, node_id) is not None
 
 
 def _timeout_problem(value: object, where: str, *, allow_default: bool) -> str | None:
@@ -164,7 +172,8 @@ def node_problems(node: Node) -> list[str]:
     return [p for p in out if p]
 
 
-def _collect_nodes(raw_nodes: object, problems: list[str]) -> dict[str, Node]:
+def _collect_nodes(raw_nodes: object, problems: list[str],
+                   compiled: Sequence[Node] = ()) -> dict[str, Node]:
     nodes: dict[str, Node] = {}
     if not isinstance(raw_nodes, list | tuple):
         problems.append(f"nodes must be a list of nodes, got {type(raw_nodes).__name__}")
@@ -172,7 +181,7 @@ def _collect_nodes(raw_nodes: object, problems: list[str]) -> dict[str, Node]:
     if not raw_nodes:
         problems.append("the workflow has no nodes")
     for index, node in enumerate(raw_nodes):
-        if not isinstance(node, NODE_TYPES):
+        if not isinstance(node, (*NODE_TYPES, IncludeNode)):
             problems.append(f"nodes[{index}] is not a node (got {type(node).__name__});"
                             f" {_NODE_HELP}")
             continue
@@ -183,8 +192,11 @@ def _collect_nodes(raw_nodes: object, problems: list[str]) -> dict[str, Node]:
         if node_id in nodes:
             problems.append(f"node id {node_id!r} is used by more than one node")
             continue
-        nodes[node_id] = node
-        problems.extend(node_problems(node))
+        nodes[node_id] = node  # type: ignore[assignment]  # an include stands for its entry
+        if not isinstance(node, IncludeNode):  # an include's own checks: compose
+            problems.extend(node_problems(node))
+    for node in compiled:  # checked where its workflow was defined
+        nodes.setdefault(node.id, node)
     return nodes
 
 
@@ -276,6 +288,7 @@ def _graph_problems(
 
 def workflow_problems(
     workflow: Workflow, *, raw_nodes: object = None, raw_edges: object = None,
+    composed: Composition | None = None,
 ) -> list[str]:
     """Every problem with a definition, one specific sentence each ([] = valid).
 
@@ -286,10 +299,28 @@ def workflow_problems(
     problems: list[str] = []
     if workflow.name is not None:
         problems.extend(name_problems(workflow.name))
-    nodes_in = list(workflow.nodes.values()) if raw_nodes is None else raw_nodes
-    nodes = _collect_nodes(nodes_in, problems)
+    built = list(workflow.nodes.values())
+    # A built composition holds compiled nodes (``mount/local``, entries, exits).
+    compiled = [n for n in built if is_compiled(n)] if raw_nodes is None else []
+    nodes_in = [n for n in built if not is_compiled(n)] if raw_nodes is None else raw_nodes
+    if composed is not None:
+        compiled = composed.nodes
+        problems.extend(composed.problems)
+    nodes = _collect_nodes(nodes_in, problems, compiled)
     edges_in = list(workflow.edges) if raw_edges is None else raw_edges
-    _graph_problems(edges_in, nodes, workflow.start_at, problems)
+    if composed is not None and isinstance(composed.kept_edges, list):
+        edges_in = [*composed.kept_edges, *composed.edges]
+    elif composed is not None:
+        edges_in = composed.kept_edges
+    if composed is not None and composed.problems:
+        # A refused edge into or out of an include leaves nodes behind it unreached:
+        # a consequence of the problem already named, not one more.
+        graph: list[str] = []
+        _graph_problems(edges_in, nodes, workflow.start_at, graph)
+        problems.extend(p for p in graph if " is not reachable from start node " not in p)
+    else:
+        _graph_problems(edges_in, nodes, workflow.start_at, problems)
+    problems.extend(exit_problems(workflow.exits, nodes, edges_in))
     steps = workflow.max_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         problems.append(f"max_steps must be a positive integer, got {steps!r}")
@@ -310,6 +341,37 @@ def workflow_problems(
     if problem:
         problems.append(problem)
     return problems
+
+
+def exit_problems(exits: object, nodes: Mapping[str, Node], edges: object) -> list[str]:
+    """Problems with ``exits={"name": "node"}``: names, the nodes they name, their edges."""
+    if isinstance(exits, Mapping) and not exits:
+        return []
+    if not isinstance(exits, Mapping):
+        return [f"exits must be a dict of exit name to node id, got {type(exits).__name__}"]
+    sources = {item.source for item in (edges if isinstance(edges, list | tuple) else [])
+               if isinstance(item, Edge | SwitchEdge)}
+    out: list[str] = []
+    named: dict[str, str] = {}
+    for name, target in exits.items():
+        if not isinstance(name, str) or not re.match(NAME_PATTERN, name):
+            out.append(f"exit name {name!r} is invalid: {NAME_RULE}")
+            continue
+        node = nodes.get(target) if isinstance(target, str) else None
+        if node is None or is_compiled(node):
+            out.append(f"exit {name!r} names {target!r}, which is not a node of this workflow")
+        elif isinstance(node, IncludeNode):
+            out.append(f"exit {name!r} names include {target!r}; an exit names one of this"
+                       " workflow's own nodes (route the include's exit to one)")
+        elif target in sources:
+            out.append(f"exit {name!r} names node {target!r}, which has an outgoing edge; an"
+                       " exit node ends its branch (remove the edge or name another node)")
+        elif target in named:
+            out.append(f"exits {named[target]!r} and {name!r} both name node {target!r};"
+                       " give each exit its own node")
+        else:
+            named[target] = name
+    return out
 
 
 def _presentation_problem(prompt: object) -> str | None:

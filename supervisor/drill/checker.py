@@ -39,6 +39,8 @@ DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28",
 EXPECTED_FAILURES = frozenset({"agent_exited", "effect_indeterminate", "source_changed",
                                "worker_crash_loop"})
 ENDS = ("node_finished", "node_failed")
+# An include's entry and exit route too (their ``next``), without being steps.
+MOUNT_PASSES = ("include_entered", "include_exited")
 FINAL_EVENTS = ("run_completed", "run_failed", "run_timed_out", "run_cancelled", "run_waiting")
 QUEUE_FOR_STATUS = {"completed": "done", "waiting": "done", "failed": "failed",
                     "timed_out": "failed", "cancelled": "cancelled"}
@@ -149,6 +151,8 @@ def check_history(run: RunFacts, events: list[dict[str, Any]], out: Found) -> No
             ended_attempts[str(attempt)] += 1
             if payload.get("next"):
                 entries[str(payload["next"])] += 1
+        elif kind in MOUNT_PASSES and payload.get("next"):
+            entries[str(payload["next"])] += 1
         if kind in FINAL_EVENTS:
             finished = f"{kind} (seq {event.get('seq')})"
     if starts > 1:
@@ -181,7 +185,7 @@ def _agent_steps(events: list[dict[str, Any]]) -> tuple[Counter[str], dict[str, 
         kind, payload = event.get("type"), event.get("payload") or {}
         if kind == "run_started" and payload.get("startAt"):
             entries[str(payload["startAt"])] += 1
-        elif kind in ENDS and payload.get("next"):
+        elif kind in (*ENDS, *MOUNT_PASSES) and payload.get("next"):
             entries[str(payload["next"])] += 1
         if kind == "agent_prompt_sent":
             agents.add(str(event.get("nodeId")))

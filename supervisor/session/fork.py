@@ -24,6 +24,7 @@ from ...protocol.bundlewriter import BundleWriter
 from ...protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ...protocol.definitions.graph import snapshot
 from ...protocol.errors import ClaimLost, UsageError
+from ...protocol.includepins import included_files
 from ...protocol.runid import new_run_id
 from ...protocol.runstate import RunState, new_state
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, QueueState, RunStatus, seen_status
@@ -246,7 +247,7 @@ def lay_out(store: Store, runs_dir: Path, plan: ForkPlan, *, fsync: str = "node"
     manifest = {"workflow": loaded.name,
                 "source": {"path": loaded.source.path, "sha256": loaded.source.sha256},
                 "digest": loaded.digest, "parentRunId": None, "forkedFrom": plan.original,
-                "forkNode": plan.node}
+                "forkNode": plan.node, **included_files(loaded.workflow)}
     state = plan.state()
     writer.create(manifest, snapshot(loaded.workflow), state)
     writer.append("run_started", plan.started(), state)

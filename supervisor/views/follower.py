@@ -18,6 +18,7 @@ from typing import Any
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .mounts import mount_line, mount_note
 from .runtext import detail_suffix, quoted
 from .wording import cli
 
@@ -51,7 +52,7 @@ def describe(event: dict[str, Any]) -> str:
         code, message = result.get("errorCode"), result.get("error")
     if kind == "node_started":
         again = ", rerun" if p.get("rerun") else ""
-        return (f"{head} {node}: started (step {p.get('step')}{again})"
+        return (f"{head} {node}: started (step {p.get('step')}{again}){mount_note(node)}"
                 + detail_suffix(p.get("statusDetail")))
     if kind == "node_finished":
         nxt = f" -> {p['next']}" if p.get("next") else ""
@@ -86,6 +87,8 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} paused before {p.get('at')} (`pi-workflows resume` continues it)"
     if kind == "run_resumed" and p.get("boundary"):
         return f"{head} resumed at {p.get('resumePoint')}"
+    if (mounted := mount_line(event)) is not None:
+        return f"{head} {mounted}"
     return f"{head} {kind}" + (f" {node}" if node else "")
 
 

@@ -34,6 +34,7 @@ from ...protocol.clock import now_ms
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
 from .follower import Item, TraceFollower
+from .mounts import MOUNT_EVENTS, mount_line, mount_note
 from .nextcmd import fork_default, next_steps
 from .runtext import quoted
 from .wording import (
@@ -215,6 +216,9 @@ class LiveView:
             self._print(Text(f"  {node_id}: prompt sent to the agent", style="dim"))
         elif kind == "update_published" and node_id:
             self._print(Text(f"  {node_id}: {p.get('message', '')}"))
+        elif kind in MOUNT_EVENTS and node_id:  # an include's entry or exit: passed, no step
+            self._node(node_id).state = outcome_word(Outcome.OK)
+            self._print(Text(f"  {mount_line(event)}", style="cyan"))
         elif kind == "run_resumed" and p.get("boundary") and self.fork_start:
             self.fork_start = False  # a host taking up the fork: nothing was interrupted
         elif kind == "run_paused":
@@ -327,7 +331,8 @@ class LiveView:
         if self.current is not None and lines:
             shown = Text("\n").join(lines[-TAIL_LINES:])
             shown.no_wrap, shown.overflow = True, "ellipsis"  # one row per line
-            parts.append(Panel(shown, title=escape(self.current), title_align="left",
+            parts.append(Panel(shown, title=escape(self.current + mount_note(self.current)),
+                               title_align="left",
                                border_style="dim", expand=True))
         return Group(*parts)
 

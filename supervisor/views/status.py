@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .mounts import mount_note
 from .runtext import detail_suffix, text_fields, with_title
 from .timefmt import ago, duration
 
@@ -161,7 +162,8 @@ def where_text(info: dict[str, Any], *, arrow: bool = True) -> str:
         return f"at {info['waitingOn']}"
     if info.get("currentNode") and (info["queueState"] in CLAIMED
                                     or info["queueState"] == QueueState.PARKED):
-        return f"at {info['currentNode']}{detail_suffix(info.get('statusDetail'))}"
+        return (f"at {info['currentNode']}{mount_note(info['currentNode'])}"
+                f"{detail_suffix(info.get('statusDetail'))}")
     return ""
 
 

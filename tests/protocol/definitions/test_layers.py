@@ -24,10 +24,13 @@ LAYERS: dict[str, set[str]] = {
     "definitions.values": {"definitions.graph", "errors"},
     "definitions.decisions_agent": {"definitions.graph"},
     "definitions.shown": {"definitions.graph"},
-    "definitions.validation": {"commands", "definitions.graph", "definitions.routing",
-                               "definitions.decisions_agent", "definitions.shown"},
-    "definitions.define": {"definitions.graph", "definitions.validation",
-                           "definitions.decisions_agent"},
+    "definitions.compose": {"definitions.graph"},
+    "definitions.validation": {"commands", "definitions.compose", "definitions.graph",
+                               "definitions.routing", "definitions.decisions_agent",
+                               "definitions.shown"},
+    "definitions.resolve": {"definitions.discovery", "definitions.graph"},
+    "definitions.define": {"definitions.compose", "definitions.graph", "definitions.resolve",
+                           "definitions.validation", "definitions.decisions_agent"},
 }
 
 
