@@ -4,7 +4,8 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definitions.graph`` and ``protocol.definitions.define`` only and must not import
+``protocol.definitions.graph``, ``protocol.definitions.define`` and
+``protocol.definitions.progress`` only and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         snapshot,
         switch,
     )
+    from .protocol.definitions.progress import parse_line
 
 __version__ = "0.1.0a1"
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "definition_digest",
     "edge",
     "notify",
+    "parse_line",
     "shell",
     "snapshot",
     "switch",
@@ -59,6 +62,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
+    elif name == "parse_line":
+        from .protocol.definitions.progress import parse_line as value
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

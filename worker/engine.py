@@ -49,12 +49,15 @@ from .effects import EffectStore
 from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
 from .steps import run_step
 from .stream import OutputStreams
+from .updates import AttemptUpdates
 
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle: parked
 # (a drain, a lost claim), or held at a boundary by ``pause``.
 PARKED = QueueState.PARKED
 PAUSED = PAUSED_CODE
+# Nodes whose ``ctx.publish_update`` records progress (an agent's through its tool).
+UPDATE_KINDS = frozenset({"compute", "action", "shell", "agent"})
 # What a requested cancel forbids: starting a node, and ending any way but cancelled.
 CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed",
                          "run_timed_out"})
@@ -266,12 +269,14 @@ class Engine:
         self._end(pending["type"], pending.get("error"), output)
 
     def _context(self, node_id: str, attempt: str, stop: threading.Event, *,
-                 interrupted: str | None = None) -> NodeContext:
+                 interrupted: str | None = None,
+                 updates: AttemptUpdates | None = None) -> NodeContext:
         return NodeContext(
             run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
             outputs=MappingProxyType(dict(self.state["outputs"])),
             results=MappingProxyType(dict(self.state["results"])), cancel=stop,
-            project_dir=self.project_dir, interrupted_attempt=interrupted)
+            project_dir=self.project_dir, interrupted_attempt=interrupted,
+            **({} if updates is None else {"updates": updates}))
 
     def _step(self, node_id: str) -> None:
         wf = self.workflow
@@ -297,8 +302,11 @@ class Engine:
         if self.on_node is not None:
             self.on_node(node_id)
         stop = threading.Event()
+        updates = None if node.kind not in UPDATE_KINDS else AttemptUpdates(
+            lambda kind, p: self.note(kind, p, node_id, attempt), monotonic=self.monotonic)
         ctx = self._context(node_id, attempt, stop,
-                            interrupted=str(interrupted) if interrupted is not None else None)
+                            interrupted=str(interrupted) if interrupted is not None else None,
+                            updates=updates)
         if isinstance(node, CheckpointNode):
             if self.state.get("answeredNode") == node_id:
                 answered = NodeOutcome(Outcome.OK, output=self.state.get("answer"))
@@ -316,7 +324,11 @@ class Engine:
                       effectful=node.kind in EFFECT_KINDS, park_grace_s=self.park_grace_s,
                       stop_grace_s=self.stop_grace_s, monotonic=self.monotonic)
         self.writer.disk_full = None
-        outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        try:
+            outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        finally:
+            if updates is not None:
+                updates.close()  # the last update is written before the node's end
         if self.writer.disk_full is not None:
             # A write of this attempt (an agent's note, say) did not fit and may have
             # failed the node from inside: record nothing it shaped; the run waits.

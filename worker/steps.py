@@ -26,8 +26,10 @@ from ..protocol.definitions.graph import (
 from ..protocol.diskfull import is_disk_full
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
+from ..protocol.updates import UpdateError
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
 from .effects import EffectStore, run_guarded
+from .lines import LineTap
 from .nodes import (
     NodeOutcome,
     Watch,
@@ -38,7 +40,9 @@ from .nodes import (
     shell_argv,
     shell_env,
 )
+from .shellparse import shaped
 from .stream import OutputStreams
+from .updates import AttemptUpdates
 
 
 class StepHost(Protocol):
@@ -78,8 +82,20 @@ class _Hooks:
         self._note("agent_prompt_sent", {"promptSha256": digest, "chars": len(prompt),
                                          "via": via})
 
-    def update(self, message: str) -> None:
-        self._note("update_published", {"message": safe_error_message(message)[:500]})
+    def update(self, message: Any) -> str | None:
+        """A model's progress (text, or ``{"progress": ..., "message": ...}``); the reason
+        it was refused, or None."""
+        if not isinstance(self.ctx.updates, AttemptUpdates):
+            self._note("update_published", {"message": safe_error_message(message)[:500]})
+            return None
+        with self.lock:
+            if not self.live:
+                return None
+        try:
+            self.ctx.updates(message)
+        except UpdateError as exc:
+            return str(exc)
+        return None
 
     def check(self, submission: Any) -> str | None:
         schema = self.node.expected_output
@@ -129,7 +145,10 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
         fn = node.fn
 
         def execute() -> NodeOutcome:
-            return run_callable(lambda: fn(ctx), watch, timeout_s)
+            done = run_callable(lambda: fn(ctx), watch, timeout_s)
+            if isinstance(ctx.updates, AttemptUpdates):
+                ctx.updates.flush()  # its last progress, before its effect is recorded
+            return done
     else:
         shell_node = node
         try:
@@ -145,6 +164,8 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
         def execute() -> NodeOutcome:
             live = None if host.output is None else host.output.open(
                 node.id, ctx.attempt_id, shell_node.max_output_bytes)
+            if shell_node.updates is not None and isinstance(ctx.updates, AttemptUpdates):
+                live = LineTap(shell_node.updates, ctx.updates, live)
             return run_shell(argv, cwd=cwd, env=env, stdin=stdin,
                              max_output_bytes=shell_node.max_output_bytes,
                              allow_nonzero_exit=shell_node.allow_nonzero_exit, watch=watch,
@@ -153,10 +174,14 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
     def note(what: str, payload: dict[str, Any]) -> None:
         host.note("effect_recorded", {"effect": what, **payload}, ctx.node_id, ctx.attempt_id)
 
-    return run_guarded(host.effects, run_id=host.run_id, token=host.token, node_id=node.id,
-                       effect_key=f"step-{step}", request=request, attempt_id=ctx.attempt_id,
-                       idempotent=bool(node.idempotent), execute=execute, keep=host.keep,
-                       restore=host.restore, note=note)
+    outcome = run_guarded(host.effects, run_id=host.run_id, token=host.token,
+                          node_id=node.id, effect_key=f"step-{step}", request=request,
+                          attempt_id=ctx.attempt_id, idempotent=bool(node.idempotent),
+                          execute=execute, keep=host.keep, restore=host.restore, note=note)
+    if isinstance(node, ShellNode) and node.parse is not None:
+        # After the effect: its record keeps the raw result, parsed again on a resume.
+        outcome = shaped(node.parse, node.id, outcome, ctx, watch, timeout_s)
+    return outcome
 
 
 def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,

@@ -18,10 +18,12 @@ LAYERS: dict[str, set[str]] = {
     "jsonenc": set(),
     "states": {"errors"},
     "commands": {"record"},
-    "definitions.graph": {"errors", "jsonenc"},
+    "definitions.progress": set(),
+    "definitions.graph": {"errors", "jsonenc", "definitions.progress"},
     "definitions.routing": {"definitions.graph", "errors", "states"},
     "definitions.values": {"definitions.graph", "errors"},
-    "definitions.validation": {"commands", "definitions.graph", "definitions.routing"},
+    "definitions.validation": {"commands", "definitions.graph", "definitions.routing",
+                               "definitions.progress"},
     "definitions.define": {"definitions.graph", "definitions.validation"},
 }
 
