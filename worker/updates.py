@@ -120,10 +120,15 @@ class AttemptUpdates:
             self._write(data, canonical_json(data), reserve=True)
 
     def _write(self, data: dict[str, Any], text: str, *, reserve: bool) -> None:
-        # One slot is kept for the attempt's last update, written by ``close``.
+        # One slot is kept for the attempt's last update: past the cap an update
+        # waits (replaced by any later one) and ``close`` writes the latest.
         if self.recorded >= self._max - (1 if reserve else 0):
-            self.over_limit += 1
+            if reserve:
+                self.over_limit += 1
+                self._pending = data
             return
+        if not reserve and self.recorded == self._max - 1 and self.over_limit:
+            self.over_limit -= 1  # the one waiting at the cap is written after all
         try:
             self._note("update_published", event_payload(data))
         except Exception:  # evidence only: a failing write stops the updates, not the node
