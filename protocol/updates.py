@@ -8,18 +8,18 @@ rate and count bounds per node attempt that ``worker.updates`` enforces,
 and the tolerant reading of a recorded update's ``progress``
 (``progress_of``) that the views share. The ``update_published`` trace
 event carries ``{"data": <update>}`` and, when the update has a message,
-``"message"`` too (what older readers show). Imports ``protocol.limits``
-and ``protocol.jsonenc`` only.
+``"message"`` too (what older readers show). Imports ``protocol.limits``,
+``protocol.jsonenc`` and ``protocol.record`` only (the command line loads it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from .jsonenc import canonical_json
 from .limits import redact
+from .record import record
 
 MAX_UPDATE_BYTES = 4096  # canonical JSON of one update
 MAX_MESSAGE_CHARS = 500  # a message is one line of at most this many characters
@@ -128,7 +128,7 @@ def update_data(payload: Any) -> dict[str, Any]:
     return {"message": message} if isinstance(message, str) else {}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Progress:
     done: float
     total: float | None

@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .progress import running_update
 from .timefmt import ago, duration
 
 MAX_CHAIN = 1000  # a chain is a list; the bound only guards against a damaged store
@@ -103,6 +104,9 @@ def node_states(runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
             entry["state"] = "waiting"
         elif node_id == current and status == RunStatus.RUNNING and result is None:
             entry.update(state="running", since=state.get("updatedAt"))
+            update = running_update(bundle, state.get("currentAttempt"))
+            if update is not None:  # its latest progress (author-chosen, bounded, redacted)
+                entry["update"] = update
         elif isinstance(result, dict):
             entry["state"] = "done" if result.get("outcome") == "ok" else "failed"
         elif node_id == current and status in (RunStatus.FAILED, RunStatus.TIMED_OUT):

@@ -33,6 +33,7 @@ from ...views.steplogs import (
     read_steps,
     traceback_lines,
 )
+from ...views.progress import updates_summary
 from ...views.wording import duration_text, error_text, notify_message, outcome_word, shell_output
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
@@ -91,6 +92,9 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
             parts.append(_text(value))
         elif value is not None:
             parts.append(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    summary = updates_summary(log.updates)
+    if summary is not None:
+        parts.append(summary + "\n")
     if log.error_code or log.error:
         parts.append(f"error: {error_text(log.error_code, log.error)}\n")
     parts.extend(line + "\n" for line in traceback_lines(log.traceback))
