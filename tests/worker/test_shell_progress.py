@@ -235,3 +235,36 @@ def test_the_tool_takes_an_update_as_text_json_text_or_an_object_and_refuses_a_b
     assert not ok and "an update is empty" in why
     assert hooks.updates == [{"message": "reading"}, progress,
                              {"progress": {"done": 2, "total": 4}}, {"message": "{not json"}]
+
+
+def test_a_torn_update_line_is_cut_by_the_resume_and_the_drill_accepts_the_trace(
+        h: Harness) -> None:
+    """A kill -9 in the middle of appending an update: the resume drops the torn line
+    (its projection never saw it), keeps the updates before it, and the drill's trace
+    check finds nothing wrong with the new event shape, torn or repaired."""
+    from pi_workflows.supervisor.drill.checker import check_trace
+    from pi_workflows.supervisor.drill.durable import RunFacts
+
+    h.write("copy", PUBLISH)
+    run_id = h.launch("copy")
+    with pytest.raises(Crash):
+        h.execute(run_id, engine_hook=crash_at_last_progress)
+    bundle = h.bundle(run_id)
+    kept = updates_of(assert_well_formed(bundle))
+    seq = kept[-1]["seq"] + 2  # the next line after the effect's note
+    torn = ('{"at":1,"attemptId":"%s","nodeId":"copy","payload":{"data":{"progress":'
+            '{"done":3,"tot' % kept[-1]["attemptId"])
+    with open(bundle.trace_path, "a") as fh:
+        fh.write(torn.replace('"at"', f'"seq":{seq},"at"', 1))
+    found: list[Any] = []
+    check_trace(RunFacts(run_id, trace=bundle.trace_path.read_bytes(),
+                         state=bundle.raw_state()), False, found)
+    assert found == []  # a torn last line of a running bundle is what a crash leaves
+    assert h.after_crash(run_id).outcome == "completed"
+    events = assert_well_formed(bundle)
+    assert updates_of(events, "copy")[:1] == kept
+    check_trace(RunFacts(run_id, trace=bundle.trace_path.read_bytes(),
+                         state=bundle.raw_state()), True, found)
+    assert found == []
+    resumed = next(e for e in events if e["type"] == "run_resumed")
+    assert resumed["payload"]["droppedTraceLines"] >= 1
