@@ -63,7 +63,9 @@ def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
     elif name == "parse_line":
-        from .protocol.definitions.progress import parse_line as value
+        from .protocol.definitions import progress
+
+        value = getattr(progress, name)
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

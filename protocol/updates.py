@@ -15,7 +15,7 @@ event carries ``{"data": <update>}`` and, when the update has a message,
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from .jsonenc import canonical_json
 from .limits import redact
@@ -32,7 +32,7 @@ class UpdateError(ValueError):
     """An update that cannot be recorded; the message says why, in one sentence."""
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -72,7 +72,7 @@ def _progress_problem(progress: Any) -> str | None:
     done, total = progress.get("done"), progress.get("total")
     if not _number(done) or done < 0:
         return f"progress.done must be a number of at least 0, got {done!r}"
-    if total is not None and (not _number(total) or total <= 0):
+    if total is not None and not (_number(total) and total > 0):
         return f"progress.total must be a number above 0 (or left out), got {total!r}"
     for key in ("unit", "message"):
         if progress.get(key) is not None and not isinstance(progress.get(key), str):
@@ -87,7 +87,7 @@ def normalize_update(value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UpdateError("an update must be a JSON object or text,"
                           f" got {type(value).__name__}")
-    data = _clean(value)
+    data: dict[str, Any] = _clean(value)
     if "message" in data:
         if not isinstance(data["message"], str):
             raise UpdateError(f"an update's message must be text,"

@@ -271,12 +271,13 @@ class Engine:
     def _context(self, node_id: str, attempt: str, stop: threading.Event, *,
                  interrupted: str | None = None,
                  updates: AttemptUpdates | None = None) -> NodeContext:
+        publish: dict[str, Any] = {} if updates is None else {"updates": updates}
         return NodeContext(
             run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
             outputs=MappingProxyType(dict(self.state["outputs"])),
             results=MappingProxyType(dict(self.state["results"])), cancel=stop,
             project_dir=self.project_dir, interrupted_attempt=interrupted,
-            **({} if updates is None else {"updates": updates}))
+            **publish)
 
     def _step(self, node_id: str) -> None:
         wf = self.workflow

@@ -29,7 +29,7 @@ from ..protocol.states import Outcome
 from ..protocol.updates import UpdateError
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
 from .effects import EffectStore, run_guarded
-from .lines import LineTap
+from .lines import LineTap, OutputTap
 from .nodes import (
     NodeOutcome,
     Watch,
@@ -162,7 +162,7 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
                    "step": step}
 
         def execute() -> NodeOutcome:
-            live = None if host.output is None else host.output.open(
+            live: OutputTap | None = None if host.output is None else host.output.open(
                 node.id, ctx.attempt_id, shell_node.max_output_bytes)
             if shell_node.updates is not None and isinstance(ctx.updates, AttemptUpdates):
                 live = LineTap(shell_node.updates, ctx.updates, live)

@@ -1,12 +1,12 @@
 """Judging the `workflow` tool's calls for the agent step in progress.
 
 Owns the verdict on one call (step and attempt must name the step in
-progress; ``update`` records progress, text or ``{"progress", "message"}``; ``submit`` must pass the node's
-checks, and is accepted once), the lenient reading of a submitted output,
-and the reminder text for a turn that ended without a submission. Both the
-headless executor (``worker.pi_executor``) and the in-session one
-(``worker.conversation``) judge through it, so a step is checked the same
-wherever its conversation happens. Imports ``worker.agent`` only.
+progress; ``update`` records progress, text or ``{"progress", "message"}``;
+``submit`` must pass the node's checks, and is accepted once), the lenient
+reading of a submitted output, and the reminder text for a turn that ended
+without a submission. Both the headless executor (``worker.pi_executor``)
+and the in-session one (``worker.conversation``) judge through it, so a
+step is checked the same wherever its conversation happens. Imports ``worker.agent`` only.
 """
 
 from __future__ import annotations

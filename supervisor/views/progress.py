@@ -72,7 +72,7 @@ def dropped_text(payload: dict[str, Any]) -> str:
 
 
 def bar(fraction: float, width: int = BAR_WIDTH) -> str:
-    filled = int(round(max(0.0, min(1.0, fraction)) * width))
+    filled = round(max(0.0, min(1.0, fraction)) * width)
     return "█" * filled + "░" * (width - filled)
 
 

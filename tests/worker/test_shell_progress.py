@@ -252,10 +252,11 @@ def test_a_torn_update_line_is_cut_by_the_resume_and_the_drill_accepts_the_trace
     bundle = h.bundle(run_id)
     kept = updates_of(assert_well_formed(bundle))
     seq = kept[-1]["seq"] + 2  # the next line after the effect's note
-    torn = ('{"at":1,"attemptId":"%s","nodeId":"copy","payload":{"data":{"progress":'
-            '{"done":3,"tot' % kept[-1]["attemptId"])
+    attempt = kept[-1]["attemptId"]
+    torn = (f'{{"seq":{seq},"at":1,"attemptId":"{attempt}","nodeId":"copy",'
+            '"payload":{"data":{"progress":{"done":3,"tot')
     with open(bundle.trace_path, "a") as fh:
-        fh.write(torn.replace('"at"', f'"seq":{seq},"at"', 1))
+        fh.write(torn)
     found: list[Any] = []
     check_trace(RunFacts(run_id, trace=bundle.trace_path.read_bytes(),
                          state=bundle.raw_state()), False, found)

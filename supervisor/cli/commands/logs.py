@@ -24,6 +24,7 @@ from ....protocol.errors import UsageError
 from ....protocol.jsonenc import compact_json
 from ....protocol.states import CLAIMED, TERMINAL, Outcome, QueueState
 from ....protocol.store import Store
+from ...views.progress import updates_summary
 from ...views.runref import existing_row, project_store
 from ...views.steplogs import (
     INTERRUPTED,
@@ -33,7 +34,6 @@ from ...views.steplogs import (
     read_steps,
     traceback_lines,
 )
-from ...views.progress import updates_summary
 from ...views.wording import duration_text, error_text, notify_message, outcome_word, shell_output
 from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 
