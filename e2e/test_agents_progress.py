@@ -21,8 +21,8 @@ from .agents_kit import (
     update,
     use_brain,
 )
-from .harness import Project
-from .scripted_model import Reply, ToolCalls, call
+from .harness import Project, wait_for
+from .scripted_model import Reply, Text, ToolCalls, call
 from .sessions_kit import cli_argv
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
@@ -85,3 +85,48 @@ def test_a_models_update_may_be_text_an_object_or_json_text_and_a_bad_one_is_ref
         assert "plan: 2/3 sections (66%) · drafting" in out
         assert project.state(run_id)["outputs"]["plan"] == {"sections": 3}
         stop_hosts_and_check_nothing_left(project)
+
+
+@pytest.mark.timeout(180)
+def test_an_in_session_steps_structured_update_reaches_the_trace_and_the_pi_widget(
+        project: Project, tmp_path: Path) -> None:
+    """The session's own `workflow` tool (the extension's schema, not the bridge's): the
+    update is judged by the run's worker, recorded, and the widget shows its bar while
+    the step still runs (the model's next reply waits until it does)."""
+    from .piext_kit import extension_drill, start, started_run, step_attempt, steps, ui
+
+    project.write_workflow("plan", PLAN)
+    widget_line: list[str] = []
+
+    def report(request: Any) -> Reply:
+        return ToolCalls(structured(step_attempt(request), SECOND))
+
+    def submit_once_shown(request: Any) -> Reply:
+        def shown() -> str | None:
+            for event in ui(drill_pi[0], "setWidget"):
+                for line in event.get("widgetLines") or []:
+                    if "▶ plan" in line and "2/3 sections (66%)" in line:
+                        return str(line)
+            return None
+
+        widget_line.append(str(wait_for(shown, 45, what="the widget's progress line")))
+        return ToolCalls(submit(step_attempt(request), {"sections": 3}))
+
+    drill_pi: list[Any] = []
+    script = steps(ToolCalls(start("plan")), Text("Queued."), report, submit_once_shown,
+                   Text("Done."))
+    with extension_drill(project, script, tmp_path / "pi") as drill:
+        pi = drill.open()
+        drill_pi.append(pi)
+        assert pi.request({"type": "prompt", "message": "Run plan."})["success"]
+        run = wait_for(lambda: started_run(pi), 45, what="the queued run", diag=pi.diagnose)
+        wait_for(lambda: project.row(run).state == "done", 60, what="the run to finish",
+                 diag=pi.diagnose)
+        updates = [e["payload"] for e in of_type(project.events(run), "update_published")]
+        assert updates == [{"data": SECOND, "message": "drafting"}]
+        assert "[#######---] 2/3 sections (66%) drafting" in widget_line[0], widget_line
+        update_ends = [e for e in pi.events if e.get("type") == "tool_execution_end"
+                       and ((e.get("result") or {}).get("details") or {}).get("action")
+                       == "update"]
+        assert update_ends and not update_ends[0].get("isError"), update_ends
+        drill.check()
