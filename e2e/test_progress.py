@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,43 @@ def test_progress_lines_draw_an_advancing_bar_on_a_pty_and_read_as_text_elsewher
     assert [line.split(" ", 2)[2] for line in watched if "count: " in line
             and "(step" not in line and "effect" not in line][:4] == [
         "count: 1/4 (25%)", "count: 2/4 (50%)", "count: 3/4 (75%)", "count: 4/4 (100%)"]
+
+
+@pytest.mark.timeout(180)
+def test_a_kill9_mid_step_keeps_the_recorded_updates_and_the_rerun_appends(
+        project: Project) -> None:
+    """The worker is killed -9 while its shell step waits between progress lines; the
+    host resumes the run, the (idempotent) command runs again, and its attempt's
+    updates follow the ones recorded before the kill, which are all still there."""
+    project.write_workflow("gated", GATED.replace(
+        "updates=parse_line(line),", "updates=parse_line(line), idempotent=True,"))
+    project.start_host()
+    run = project.detach("gated")
+    for gate in ("go-1", "go-2"):
+        (project.root / gate).touch()
+
+    def updates() -> list[dict[str, object]]:
+        return [e for e in project.events(run) if e["type"] == "update_published"]
+
+    wait_for(lambda: len(updates()) == 2, what="two updates before the kill")
+    before = updates()
+    worker = next(p["pid"] for p in project.state_processes(run) if p["role"] == "worker")
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: any(e["type"] == "run_resumed" for e in project.events(run)),
+             timeout=60, what="the host to resume the run", diag=lambda: project.diagnose([run]))
+    wait_for(lambda: len(updates()) > 2 and updates()[-1]["payload"]["data"]["progress"][
+        "done"] == 2, timeout=60, what="the rerun to reach the second line again")
+    for gate in ("go-3", "go-4"):
+        (project.root / gate).touch()
+    wait_for(lambda: project.row(run).state == "done", timeout=60, what="the run to finish",
+             diag=lambda: project.diagnose([run]))
+    events = project.events(run)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    after = updates()
+    assert after[:2] == before  # what was recorded before the kill stays as it was
+    rerun = after[2:]
+    assert {e["attemptId"] for e in rerun} != {e["attemptId"] for e in before}
+    assert len({e["attemptId"] for e in rerun}) == 1
+    dones = [e["payload"]["data"]["progress"]["done"] for e in rerun]
+    assert dones == sorted(dones) and dones[-1] == 4
+    assert project.state(run)["outputs"]["count"] == {"lines": 4}
