@@ -36,6 +36,12 @@ def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _shown(value: Any) -> str:
+    """A value in a refusal, briefly: the refusal may be shown to a model or a person."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def _clean(value: Any, depth: int = 0) -> Any:
     """A JSON copy of ``value`` with every string redacted; refuses what is not JSON."""
     if depth > MAX_DEPTH:
@@ -71,9 +77,9 @@ def _progress_problem(progress: Any) -> str | None:
                f" got {type(progress).__name__}"
     done, total = progress.get("done"), progress.get("total")
     if not _number(done) or done < 0:
-        return f"progress.done must be a number of at least 0, got {done!r}"
+        return f"progress.done must be a number of at least 0, got {_shown(done)}"
     if total is not None and not (_number(total) and total > 0):
-        return f"progress.total must be a number above 0 (or left out), got {total!r}"
+        return f"progress.total must be a number above 0 (or left out), got {_shown(total)}"
     for key in ("unit", "message"):
         if progress.get(key) is not None and not isinstance(progress.get(key), str):
             return f"progress.{key} must be text, got {type(progress.get(key)).__name__}"

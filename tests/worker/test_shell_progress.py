@@ -269,3 +269,50 @@ def test_a_torn_update_line_is_cut_by_the_resume_and_the_drill_accepts_the_trace
     assert found == []
     resumed = next(e for e in events if e["type"] == "run_resumed")
     assert resumed["payload"]["droppedTraceLines"] >= 1
+
+
+def test_an_update_after_the_claim_was_taken_over_is_fenced_out(h: Harness) -> None:
+    """Updates are fenced like every write: once another runner owns the run, the old
+    owner's update is refused by the fence (and costs the action nothing)."""
+    import threading
+
+    from pi_workflows.protocol.store import Store
+
+    from tests.helpers.clocks import FakeClock, LaterClock
+    from tests.helpers.engine import GATES
+
+    GATES.update(inside=threading.Event(), go=threading.Event(), returned=[])
+    h.write("slow", """
+        def work(ctx):
+            ctx.publish_update("before")
+            h.GATES["inside"].set()
+            h.GATES["go"].wait(30)
+            ctx.publish_update("after the take-over")
+            h.GATES["returned"].append(True)
+            return 1
+
+        workflow = define_workflow(start_at="go", nodes=[action("go", work)])
+    """)
+    run_id = h.launch("slow")
+    failures: list[BaseException] = []
+
+    def owner() -> None:
+        try:
+            h.execute(run_id)
+        except BaseException as exc:  # the old owner may learn it lost the claim
+            failures.append(exc)
+
+    thread = threading.Thread(target=owner, daemon=True)
+    thread.start()
+    assert GATES["inside"].wait(30)
+    mono = FakeClock(0.0)
+    with Store(h.store_path, lease_ms=h.lease_ms, clock=LaterClock(h.lease_ms + 1),
+               monotonic=mono) as later:
+        later.watch_claims()
+        mono.advance(h.lease_ms / 1000)
+        later.claim_by_id(run_id, "runner-2")
+        GATES["go"].set()
+        thread.join(30)
+    assert not thread.is_alive() and GATES["returned"] == [True]
+    messages = [e["payload"]["message"] for e in updates_of(assert_well_formed(h.bundle(run_id)))]
+    assert messages == ["before"]
