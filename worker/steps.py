@@ -26,7 +26,7 @@ from ..protocol.definitions.graph import (
 from ..protocol.diskfull import is_disk_full
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
-from ..protocol.updates import UpdateError
+from ..protocol.updates import UpdateError, event_payload, normalize_update
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
 from .effects import EffectStore, run_guarded
 from .lines import LineTap, OutputTap
@@ -85,14 +85,13 @@ class _Hooks:
     def update(self, message: Any) -> str | None:
         """A model's progress (text, or ``{"progress": ..., "message": ...}``); the reason
         it was refused, or None."""
-        if not isinstance(self.ctx.updates, AttemptUpdates):
-            self._note("update_published", {"message": safe_error_message(message)[:500]})
-            return None
-        with self.lock:
-            if not self.live:
-                return None
         try:
-            self.ctx.updates(message)
+            if isinstance(self.ctx.updates, AttemptUpdates):  # bounded, rate-limited, deduped
+                with self.lock:
+                    if self.live:
+                        self.ctx.updates(message)
+            else:  # a context built without the engine's updates
+                self._note("update_published", event_payload(normalize_update(message)))
         except UpdateError as exc:
             return str(exc)
         return None
