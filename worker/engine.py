@@ -318,6 +318,8 @@ class Engine:
         try:
             timeout_s = resolve_timeout(node, wf, ctx)
         except Exception as exc:
+            if updates is not None:
+                updates.close()
             self._settle(node_id, attempt, NodeOutcome(
                 Outcome.FAILED, error_code="timeout_invalid", error=safe_error_message(str(exc))))
             return
