@@ -55,7 +55,9 @@ def test_parse_shapes_the_output_and_lines_become_updates_before_the_effect_sett
     assert effect is not None and effect.result["output"]["stdout"].startswith("item 1/3")
     events = assert_well_formed(h.bundle(run_id))
     done = [e["payload"]["data"]["progress"]["done"] for e in updates_of(events)]
-    assert done == [1, 2, 3]  # a line every 0.25 s: none coalesced by the rate limit
+    # A line every 0.25 s: each is written (on a busy machine two may come closer than
+    # the rate limit allows, and the later is kept); the first and the last always are.
+    assert done[0] == 1 and done[-1] == 3 and done == sorted(set(done))
     kinds = [(e["type"], e["payload"].get("effect")) for e in events
              if e.get("nodeId") == "count"]
     assert kinds.index(("effect_recorded", "applied")) > kinds.index(("update_published", None))
@@ -92,7 +94,7 @@ def test_a_crash_after_the_effect_resumes_by_parsing_the_recorded_result_again(
         h.execute(run_id, engine_hook=lambda e: crash_on(e, "effect_recorded", after=True,
                                                          effect="applied"))
     before = updates_of(assert_well_formed(h.bundle(run_id)))
-    assert len(before) == 3
+    assert before and before[-1]["payload"]["data"]["progress"]["done"] == 3
     assert h.after_crash(run_id).outcome == "completed"
     # The command ran once; parse once, by the resumed attempt, on the recorded result
     # (the crash came before the first attempt parsed).
@@ -157,16 +159,20 @@ def test_publish_update_in_an_action_survives_a_crash_and_the_rerun_appends(
     with pytest.raises(Crash):
         h.execute(run_id, engine_hook=crash_at_last_progress)
     first = updates_of(assert_well_formed(h.bundle(run_id)))
-    # Three in a burst: the first at once; the crash took the latest, written at the end.
-    assert [e["payload"]["data"] for e in first] == [
-        {"progress": {"done": 1, "total": 3}, "message": "copying"}]
+    # Three in a burst: the first at once, the latest once the work was over (which the
+    # crash took); a slow machine may have had time to write the second too.
+    assert first[0]["payload"]["data"] == {"progress": {"done": 1, "total": 3},
+                                           "message": "copying"}
+    assert [e["payload"]["data"]["progress"]["done"] for e in first] in ([1], [1, 2])
     assert h.after_crash(run_id).outcome == "completed"  # idempotent: run again
     events = assert_well_formed(h.bundle(run_id))
     copies = updates_of(events, "copy")
-    assert copies[:1] == first
-    assert [e["payload"]["data"]["progress"]["done"] for e in copies] == [1, 1, 3]
-    assert len({e["attemptId"] for e in copies[1:]}) == 1
-    assert copies[1]["attemptId"] != first[0]["attemptId"]
+    assert copies[:len(first)] == first  # what was recorded before the crash stays
+    rerun = copies[len(first):]
+    assert len({e["attemptId"] for e in rerun}) == 1
+    assert rerun[0]["attemptId"] != first[0]["attemptId"]
+    dones = [e["payload"]["data"]["progress"]["done"] for e in rerun]
+    assert dones[0] == 1 and dones[-1] == 3  # the rerun's own, appended
     assert [e["payload"]["message"] for e in updates_of(events, "think")] == ["thinking"]
 
 
@@ -263,7 +269,7 @@ def test_a_torn_update_line_is_cut_by_the_resume_and_the_drill_accepts_the_trace
     assert found == []  # a torn last line of a running bundle is what a crash leaves
     assert h.after_crash(run_id).outcome == "completed"
     events = assert_well_formed(bundle)
-    assert updates_of(events, "copy")[:1] == kept
+    assert updates_of(events, "copy")[:len(kept)] == kept
     check_trace(RunFacts(run_id, trace=bundle.trace_path.read_bytes(),
                          state=bundle.raw_state()), True, found)
     assert found == []
