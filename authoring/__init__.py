@@ -4,8 +4,9 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definitions.graph``, ``compose`` and ``define`` only and must not import
-``worker`` or ``supervisor``. The names load on first use (PEP 562): every
+the definition modules (``graph``, ``define``, ``compose``, ``decisions_agent``,
+``verdicts``, ``progress``) only and must not import ``worker`` or
+``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
 """
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
         snapshot,
         switch,
     )
+    from .protocol.definitions.progress import parse_line
     from .protocol.definitions.verdicts import Replace
 
 __version__ = "0.1.0a1"
@@ -58,12 +60,14 @@ __all__ = [
     "include",
     "included_result",
     "notify",
+    "parse_line",
     "shell",
     "snapshot",
     "switch",
 ]
 # Names defined outside ``graph``, by the module (relative to this package) that owns each.
 _ELSEWHERE = {"include": ".protocol.definitions.compose",
+              "parse_line": ".protocol.definitions.progress",
               "included_result": ".protocol.definitions.compose",
               "decision": ".protocol.definitions.decisions_agent",
               "decision_edge": ".protocol.definitions.decisions_agent",

@@ -25,6 +25,7 @@ When the step is done, call the `workflow` tool once with:
   {{"action": "submit", "step": "{step}", "attempt": "{attempt}", "output": <your result>}}
 To report progress on the way, call it with:
   {{"action": "update", "step": "{step}", "attempt": "{attempt}", "update": "<short message>"}}
+(or "update": {{"progress": {{"done": 3, "total": 10}}, "message": "<short message>"}}).
 If a submission is rejected, read the reason, fix the result and submit again."""
 
 
@@ -106,7 +107,9 @@ class AgentResult:
 
 class AgentHooks(Protocol):
     def prompt_sent(self, prompt: str, via: str = "headless") -> None: ...
-    def update(self, message: str) -> None: ...
+    # Text, or an object like {"progress": {...}, "message": ...}; the reason it was
+    # refused, or None.
+    def update(self, message: Any) -> str | None: ...
     def check(self, submission: Any) -> str | None: ...
 
 
@@ -141,7 +144,7 @@ class ScriptedExecutor:
             if stop.is_set():
                 return AgentResult(Outcome.CANCELLED, error="stopped")
             if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == "update":
-                hooks.update(str(entry[1]))
+                hooks.update(entry[1])
                 continue
             value = entry() if isinstance(entry, Callable) else entry  # type: ignore[arg-type]
             reason = hooks.check(value)

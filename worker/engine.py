@@ -61,12 +61,15 @@ from .runinfo import (
 )
 from .steps import run_step
 from .stream import OutputStreams
+from .updates import AttemptUpdates
 
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle: parked
 # (a drain, a lost claim), or held at a boundary by ``pause``.
 PARKED = QueueState.PARKED
 PAUSED = PAUSED_CODE
+# Nodes whose ``ctx.publish_update`` records progress (an agent's through its tool).
+UPDATE_KINDS = frozenset({"compute", "action", "shell", "agent"})
 # What a requested cancel forbids: starting a node, and ending any way but cancelled.
 CANCEL_GATE = frozenset({"node_started", "run_completed", "run_waiting", "run_failed",
                          "run_timed_out"})
@@ -296,14 +299,16 @@ class Engine:
         self._end(pending["type"], pending.get("error"), output)
 
     def _context(self, node_id: str, attempt: str, stop: threading.Event, *,
-                 interrupted: str | None = None, steps: int | None = None) -> NodeContext:
+                 interrupted: str | None = None, steps: int | None = None,
+                 updates: AttemptUpdates | None = None) -> NodeContext:
         info = run_info({**self.state, **({} if steps is None else {"steps": steps})})
+        publish: dict[str, Any] = {} if updates is None else {"updates": updates}
         return NodeContext(
             run_id=self.run_id, node_id=node_id, attempt_id=attempt, input=self.state["input"],
             outputs=MappingProxyType(dict(self.state["outputs"])),
             results=MappingProxyType(dict(self.state["results"])), cancel=stop,
             project_dir=self.project_dir, interrupted_attempt=interrupted,
-            state=info, answer=answer(self.state))
+            state=info, answer=answer(self.state), **publish)
 
     def _step(self, node_id: str) -> None:
         wf = self.workflow
@@ -331,8 +336,11 @@ class Engine:
             steps += 1
         attempt = f"{node_id}-{steps}-{secrets.token_hex(3)}"
         stop = threading.Event()
+        updates = None if node.kind not in UPDATE_KINDS else AttemptUpdates(
+            lambda kind, p: self.note(kind, p, node_id, attempt), monotonic=self.monotonic)
         ctx = self._context(node_id, attempt, stop, steps=steps,
-                            interrupted=str(interrupted) if interrupted is not None else None)
+                            interrupted=str(interrupted) if interrupted is not None else None,
+                            updates=updates)
         ctx = scoped(self.state, ctx)  # inside an include: the child's own view
         detail, noted = node_fields(node, ctx, self.control)  # recorded before the node runs
         self._transition("node_started", {"step": steps, "rerun": rerun, **noted},
@@ -352,6 +360,8 @@ class Engine:
         try:
             timeout_s = resolve_timeout(node, wf, ctx)
         except Exception as exc:
+            if updates is not None:
+                updates.close()
             self._settle(node_id, attempt, NodeOutcome(
                 Outcome.FAILED, error_code="timeout_invalid", error=safe_error_message(str(exc))))
             return
@@ -359,7 +369,11 @@ class Engine:
                       effectful=node.kind in EFFECT_KINDS, park_grace_s=self.park_grace_s,
                       stop_grace_s=self.stop_grace_s, monotonic=self.monotonic)
         self.writer.disk_full = None
-        outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        try:
+            outcome = run_step(self, node, ctx, watch, timeout_s, steps)
+        finally:
+            if updates is not None:
+                updates.close()  # the last update is written before the node's end
         if self.writer.disk_full is not None:
             # A write of this attempt (an agent's note, say) did not fit and may have
             # failed the node from inside: record nothing it shaped; the run waits.

@@ -23,7 +23,7 @@ from .control import Control
 from .tracebacks import traceback_record
 
 if TYPE_CHECKING:
-    from .stream import OutputStream
+    from .lines import OutputTap
 
 # How long a stopped node gets to finish by itself before it is abandoned (a
 # callable) or its process group is killed (a shell command).
@@ -131,7 +131,7 @@ def run_callable(fn: Callable[[], Any], watch: Watch, timeout_s: float | None) -
 
 
 def _reader(stream: Any, limit: int, out: dict[str, Any], key: str,
-            live: OutputStream | None) -> None:
+            live: OutputTap | None) -> None:
     kept = bytearray()
     total = 0
     # read1: whatever the pipe holds now, so a line printed before a pause is seen at once.
@@ -148,7 +148,7 @@ def _reader(stream: Any, limit: int, out: dict[str, Any], key: str,
 def run_shell(argv: list[str], *, cwd: str | None, env: dict[str, str] | None,
               stdin: str | None, max_output_bytes: int, allow_nonzero_exit: bool,
               watch: Watch, timeout_s: float | None,
-              live: OutputStream | None = None) -> NodeOutcome:
+              live: OutputTap | None = None) -> NodeOutcome:
     """Run a command in its own process group; kill the group when it must stop.
 
     ``live`` gets a copy of the output as it is produced (``worker.stream``).

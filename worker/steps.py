@@ -27,8 +27,10 @@ from ..protocol.definitions.verdicts import read_verdict
 from ..protocol.diskfull import is_disk_full
 from ..protocol.limits import safe_error_message
 from ..protocol.states import Outcome
+from ..protocol.updates import UpdateError, event_payload, normalize_update
 from .agent import AgentExecutor, AgentRequest, schema_problem, with_contract
 from .effects import EffectStore, run_guarded
+from .lines import LineTap, OutputTap
 from .nodes import (
     NodeOutcome,
     Watch,
@@ -39,7 +41,9 @@ from .nodes import (
     shell_argv,
     shell_env,
 )
+from .shellparse import shaped
 from .stream import OutputStreams
+from .updates import AttemptUpdates
 
 
 class StepHost(Protocol):
@@ -81,8 +85,19 @@ class _Hooks:
         self._note("agent_prompt_sent", {"promptSha256": digest, "chars": len(prompt),
                                          "via": via})
 
-    def update(self, message: str) -> None:
-        self._note("update_published", {"message": safe_error_message(message)[:500]})
+    def update(self, message: Any) -> str | None:
+        """A model's progress (text, or ``{"progress": ..., "message": ...}``); the reason
+        it was refused, or None."""
+        try:
+            if isinstance(self.ctx.updates, AttemptUpdates):  # bounded, rate-limited, deduped
+                with self.lock:
+                    if self.live:
+                        self.ctx.updates(message)
+            else:  # a context built without the engine's updates
+                self._note("update_published", event_payload(normalize_update(message)))
+        except UpdateError as exc:
+            return str(exc)
+        return None
 
     def check(self, submission: Any) -> str | None:
         self.replaced = None
@@ -141,7 +156,10 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
         fn = node.fn
 
         def execute() -> NodeOutcome:
-            return run_callable(lambda: fn(ctx), watch, timeout_s)
+            done = run_callable(lambda: fn(ctx), watch, timeout_s)
+            if isinstance(ctx.updates, AttemptUpdates):
+                ctx.updates.flush()  # its last progress, before its effect is recorded
+            return done
     else:
         shell_node = node
         try:
@@ -155,8 +173,10 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
                    "step": step}
 
         def execute() -> NodeOutcome:
-            live = None if host.output is None else host.output.open(
+            live: OutputTap | None = None if host.output is None else host.output.open(
                 node.id, ctx.attempt_id, shell_node.max_output_bytes)
+            if shell_node.updates is not None and isinstance(ctx.updates, AttemptUpdates):
+                live = LineTap(shell_node.updates, ctx.updates, live)
             return run_shell(argv, cwd=cwd, env=env, stdin=stdin,
                              max_output_bytes=shell_node.max_output_bytes,
                              allow_nonzero_exit=shell_node.allow_nonzero_exit, watch=watch,
@@ -165,10 +185,14 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
     def note(what: str, payload: dict[str, Any]) -> None:
         host.note("effect_recorded", {"effect": what, **payload}, ctx.node_id, ctx.attempt_id)
 
-    return run_guarded(host.effects, run_id=host.run_id, token=host.token, node_id=node.id,
-                       effect_key=f"step-{step}", request=request, attempt_id=ctx.attempt_id,
-                       idempotent=bool(node.idempotent), execute=execute, keep=host.keep,
-                       restore=host.restore, note=note)
+    outcome = run_guarded(host.effects, run_id=host.run_id, token=host.token,
+                          node_id=node.id, effect_key=f"step-{step}", request=request,
+                          attempt_id=ctx.attempt_id, idempotent=bool(node.idempotent),
+                          execute=execute, keep=host.keep, restore=host.restore, note=note)
+    if isinstance(node, ShellNode) and node.parse is not None:
+        # After the effect: its record keeps the raw result, parsed again on a resume.
+        outcome = shaped(node.parse, node.id, outcome, ctx, watch, timeout_s)
+    return outcome
 
 
 def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,

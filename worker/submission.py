@@ -1,12 +1,12 @@
 """Judging the `workflow` tool's calls for the agent step in progress.
 
 Owns the verdict on one call (step and attempt must name the step in
-progress; ``update`` records progress; ``submit`` must pass the node's
-checks, and is accepted once), the lenient reading of a submitted output,
-and the reminder text for a turn that ended without a submission. Both the
-headless executor (``worker.pi_executor``) and the in-session one
-(``worker.conversation``) judge through it, so a step is checked the same
-wherever its conversation happens. Imports ``worker.agent`` only.
+progress; ``update`` records progress, text or ``{"progress", "message"}``;
+``submit`` must pass the node's checks, and is accepted once), the lenient
+reading of a submitted output, and the reminder text for a turn that ended
+without a submission. Both the headless executor (``worker.pi_executor``)
+and the in-session one (``worker.conversation``) judge through it, so a
+step is checked the same wherever its conversation happens. Imports ``worker.agent`` only.
 """
 
 from __future__ import annotations
@@ -22,6 +22,14 @@ from .agent import AgentHooks, AgentRequest
 REMINDER = ("You ended your turn without an accepted submission for workflow step {step}"
             " (attempt {attempt}). Finish the step and call the `workflow` tool with action"
             " `submit`, step `{step}`, attempt `{attempt}` and your result as `output`.")
+
+
+def tolerant_update(value: Any) -> Any:
+    """An ``update``: text holding a JSON object is that object; other text stays text."""
+    if isinstance(value, str) and value.strip().startswith("{"):
+        with contextlib.suppress(ValueError):
+            return json.loads(value)
+    return "" if value is None else value
 
 
 def tolerant(value: Any) -> Any:
@@ -52,7 +60,10 @@ class Submission:
                            f" attempt {attempt!r}; call again with those")
         action = call.get("action")
         if action == "update":
-            self.hooks.update(str(call.get("update") or ""))
+            refused = self.hooks.update(tolerant_update(call.get("update")))
+            if refused:
+                return False, (f"Update refused: {refused}. Send text, or an object like"
+                               ' {"progress": {"done": 3, "total": 10}, "message": "..."}.')
             return True, "Progress recorded; carry on with the step."
         if action != "submit":
             return False, "action must be submit or update"

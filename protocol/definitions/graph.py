@@ -7,8 +7,9 @@ a definition (``outgoing``, ``resolve_value``, ``resolve_timeout``,
 ``snapshot``, ``definition_digest``). A leaf of the definition modules:
 checking (``protocol.definitions.validation``), routing (``protocol.definitions.routing``) and
 building (``protocol.definitions.define``) import it, never the reverse. Imports only
-``protocol.errors`` and ``protocol.jsonenc``; must not import ``worker`` or
-``supervisor``.
+``protocol.errors``, ``protocol.jsonenc`` and ``protocol.definitions.progress``
+(``parse_line``, what ``shell``'s ``updates`` holds); must not import
+``worker`` or ``supervisor``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, TypeAlias
 
 from ..errors import UsageError
 from ..jsonenc import canonical_json
+from .progress import LineUpdates, line_updates_snapshot
 
 SNAPSHOT_SCHEMA = "pi-workflows.workflow.v1"
 DEFAULT_TIMEOUT_S = 900.0
@@ -76,7 +78,8 @@ class RunInfo:
 
 
 def _no_updates(data: Any) -> None:
-    raise RuntimeError("publish_update is only available while an action node runs")
+    raise RuntimeError("publish_update is only available while a compute, action or shell"
+                       " node runs")
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,10 @@ class ShellNode:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     idempotent: bool = False
     status_detail: Text | None = None
+    # ``parse(result, ctx)``: the node's output from the shell result; the effect
+    # keeps the raw result, so a resume parses the recorded one again.
+    parse: Callable[[Any, NodeContext], Any] | None = None
+    updates: LineUpdates | None = None  # ``parse_line(fn)``: output lines as updates
     kind: str = field(default="shell", init=False)
 
 
@@ -326,13 +333,18 @@ def shell(
     id: str, command: Command, *, cwd: Cwd = None, env: Env = None, stdin: Stdin = None,
     timeout: Timeout = DEFAULT, allow_nonzero_exit: bool = False,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES, idempotent: bool = False,
-    status_detail: Text | None = None,
+    status_detail: Text | None = None, parse: Callable[[Any, NodeContext], Any] | None = None,
+    updates: LineUpdates | None = None,
 ) -> ShellNode:
-    """A node that runs a command (str: ``/bin/sh -c``; list: argv) as a guarded effect."""
+    """A node that runs a command (str: ``/bin/sh -c``; list: argv) as a guarded effect.
+
+    ``parse(result, ctx)`` shapes its output from ``{exitCode, stdout, stderr,
+    truncated}``; ``updates=parse_line(fn)`` turns output lines into progress updates.
+    """
     if isinstance(command, list | tuple):
         command = list(command)  # a private copy; argv stays a list
     return ShellNode(id, command, cwd, env, stdin, timeout, allow_nonzero_exit,
-                     max_output_bytes, idempotent, status_detail)
+                     max_output_bytes, idempotent, status_detail, parse, updates)
 
 
 def agent(
@@ -455,6 +467,12 @@ def _node_snapshot(node: Node) -> dict[str, Any]:
             stdin=_field(node.stdin), allowNonzeroExit=node.allow_nonzero_exit,
             maxOutputBytes=node.max_output_bytes, idempotent=node.idempotent,
         )
+        if node.parse is not None:  # only when set: earlier definitions keep their digest
+            data["parse"] = _field(node.parse)
+        if isinstance(node.updates, LineUpdates):
+            data["updates"] = line_updates_snapshot(node.updates, callable_ref)
+        elif node.updates is not None:
+            data["updates"] = _field(node.updates)
     elif isinstance(node, AgentNode):
         data.update(prompt=_field(node.prompt), expectedOutput=_field(node.expected_output),
                     validate=_field(node.validate))

@@ -35,6 +35,7 @@ from .graph import (
     SwitchEdge,
     Workflow,
 )
+from .progress import STREAMS, LineUpdates
 from .routing import is_scalar, parse_path
 from .shown import status_detail_problem, title_problem
 
@@ -130,7 +131,32 @@ def _shell_problems(node: Any, where: str) -> list[str]:
     for flag, what in ((node.allow_nonzero_exit, "allow_nonzero_exit"),
                        (node.idempotent, "idempotent")):
         out.append(_flag_problem(flag, where, what) or "")
+    out.extend(_progress_problems(node, where))
     return [p for p in out if p]
+
+
+def _progress_problems(node: Any, where: str) -> list[str]:
+    """``parse=`` and ``updates=`` of a shell node (issue 23, item 4)."""
+    out: list[str] = []
+    if node.parse is not None and not callable(node.parse):
+        out.append(f"{where}: parse must be a callable (result, ctx) -> output,"
+                   f" got {type(node.parse).__name__}")
+    updates = node.updates
+    if updates is None:
+        return out
+    if not isinstance(updates, LineUpdates):
+        return [*out, f"{where}: updates must be parse_line(fn, streams=[...]),"
+                      f" got {type(updates).__name__}"]
+    if not callable(updates.fn):
+        out.append(f"{where}: updates: parse_line's fn must be a callable (line) -> update"
+                   f" or None, got {type(updates.fn).__name__}")
+    streams = updates.streams
+    if not isinstance(streams, tuple) or not streams or any(s not in STREAMS for s in streams):
+        out.append(f"{where}: updates: parse_line's streams must be a non-empty list of"
+                   f" 'stdout' and 'stderr', got {streams!r}")
+    elif len(set(streams)) != len(streams):
+        out.append(f"{where}: updates: parse_line's streams name a stream twice: {streams!r}")
+    return out
 
 
 def node_problems(node: Node) -> list[str]:

@@ -537,7 +537,7 @@ export default function (pi: ExtensionAPI) {
 		name: "workflow",
 		label: "Workflow",
 		description:
-			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `pause` holds `runId` (default: this session's unfinished run) at its next node boundary until `resume`, `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn). When a workflow step message of this session's run arrives in the conversation, do the step and hand in its result with action `submit` (`step`, `attempt` and `output` as the message says); `update` reports progress with a short `update` text.",
+			"Run durable pi-workflows workflows for this session. action `start` queues a run of `workflow` (with `task` words or `inputJson`) and returns its run id; it starts after your turn ends and its result or failure comes back to you. action `status` shows a run (`runId`, or this session's run), `list` lists the project's runs newest first (`offset`, `limit`), `cancel` cancels `runId` (default: this session's unfinished run), `pause` holds `runId` (default: this session's unfinished run) at its next node boundary until `resume`, `answer` answers the checkpoint of waiting run `runId` with `answer` (JSON text such as {\"approved\": true} is passed as JSON), `resume` resumes parked run `runId` (a running host takes it, else this session after your turn). When a workflow step message of this session's run arrives in the conversation, do the step and hand in its result with action `submit` (`step`, `attempt` and `output` as the message says); `update` reports progress with a short `update` text, or `{\"progress\": {\"done\": 3, \"total\": 10}, \"message\": \"...\"}`.",
 		promptSnippet: "Start, inspect, cancel or answer durable pi-workflows runs",
 		promptGuidelines: [
 			"Use the workflow tool with action start to launch a workflow; it runs after your turn, so do not claim it has finished. If it fails to start, or fails after it started, or stops after you cancel it, you get one follow-up message: correct the cause before you start it again.",
@@ -555,7 +555,25 @@ export default function (pi: ExtensionAPI) {
 			step: Type.Optional(Type.String({ description: "submit, update: the step id from the step message" })),
 			attempt: Type.Optional(Type.String({ description: "submit, update: the attempt id from the step message" })),
 			output: Type.Optional(Type.Unknown({ description: "submit: the step's result (JSON)" })),
-			update: Type.Optional(Type.String({ description: "update: a short progress message" })),
+			update: Type.Optional(
+				Type.Union(
+					[
+						Type.String({ description: "a short progress message" }),
+						Type.Object({
+							progress: Type.Optional(
+								Type.Object({
+									done: Type.Number({ description: "how many are done" }),
+									total: Type.Optional(Type.Number({ description: "how many there are in all" })),
+									unit: Type.Optional(Type.String({ description: "what is counted, such as files" })),
+									message: Type.Optional(Type.String()),
+								}),
+							),
+							message: Type.Optional(Type.String({ description: "a short progress message" })),
+						}),
+					],
+					{ description: 'update: a short progress message, or {"progress": {"done": 3, "total": 10}, "message": "..."}' },
+				),
+			),
 		}),
 		async execute(_toolCallId, params, _signal, _onUpdate, ctx) {
 			bind(ctx);

@@ -25,7 +25,13 @@ export interface RunInfo {
 	mine?: boolean;
 	hostRunning?: boolean;
 	sessionRole?: "origin" | "notify";
-	nodes?: { id: string; state: string; since?: number | null }[];
+	nodes?: { id: string; state: string; since?: number | null; update?: NodeUpdate }[];
+}
+
+/** The latest progress update of the node in progress (`status --nodes`). */
+export interface NodeUpdate {
+	progress?: { done?: number; total?: number; unit?: string; message?: string };
+	message?: string;
 }
 
 export interface WorkflowList {
@@ -106,12 +112,31 @@ export function widgetLines(run: RunInfo): string[] {
 		let note = "";
 		if (node.state === "running" && run.queueState === "parked") note = "  parked";
 		else if (node.state === "running" && node.since) note = `  ${Math.max(0, Math.round((Date.now() - node.since) / 1000))}s`;
+		if (node.state === "running" && node.update && run.queueState !== "parked") note += updateNote(node.update);
 		else if (node.state === "waiting") note = "  waiting for an answer";
 		const glyph = node.state === "running" && run.queueState === "parked" ? "⏸" : (GLYPH[node.state] ?? "?");
 		lines.push(`  ${glyph} ${node.id}${note}`);
 	}
 	if (!run.nodes?.length) lines.push(`  node ${run.currentNode ?? run.waitingOn ?? "-"}`);
 	return lines;
+}
+
+/** A node's latest update after its line: `  [#####-----] 3/10 files (30%) copying`. */
+export function updateNote(update: NodeUpdate): string {
+	const parts: string[] = [];
+	const p = update.progress;
+	if (p && typeof p.done === "number") {
+		const unit = p.unit ? ` ${p.unit}` : "";
+		if (typeof p.total === "number" && p.total > 0) {
+			const share = Math.max(0, Math.min(1, p.done / p.total));
+			const filled = Math.round(share * 10);
+			parts.push(`[${"#".repeat(filled)}${"-".repeat(10 - filled)}] ${p.done}/${p.total}${unit} (${Math.floor(share * 100)}%)`);
+		} else parts.push(`${p.done}${unit}`);
+		if (p.message) parts.push(p.message);
+	}
+	if (update.message) parts.push(update.message);
+	const text = parts.join(" ").replace(/\s+/g, " ").trim();
+	return text ? `  ${text.length > 120 ? `${text.slice(0, 119)}…` : text}` : "";
 }
 
 /** Whether a turn ended because the user stopped it (Escape, or RPC abort). */

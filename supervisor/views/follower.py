@@ -4,7 +4,8 @@ Owns reading the complete JSON lines appended to a bundle's files since the
 last look (from remembered byte offsets, surviving a trace a resume rewrote
 shorter and a torn last line), merging them in time order, and the plain
 one-line wording of each trace event and captured agent event. Reading
-never writes anything. Imports ``protocol`` and ``views.wording`` (a command line).
+never writes anything. Imports ``protocol``, ``views.wording`` (a command line) and
+``views.progress`` (an update's words).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
 from .mounts import mount_line, mount_note
+from .progress import dropped_text, update_text
 from .runtext import detail_suffix, quoted
 from .wording import cli
 
@@ -67,7 +69,9 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "effect_recorded":
         return f"{head} {node}: effect {p.get('effect')} ({p.get('effectKey')})"
     if kind == "update_published":
-        return f"{head} {node}: {_short(p.get('message', ''))}"
+        return f"{head} {node}: {_short(update_text(p))}"
+    if kind == "updates_dropped":
+        return f"{head} {node}: {dropped_text(p)}"
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
         return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "")

@@ -5,6 +5,7 @@ as it is produced) into a redrawn region at the bottom of the terminal: the
 workflow's nodes with their states, the current node with its elapsed time
 ticking, the last lines of its output or agent text; above it, lines worth
 keeping (failures, agent updates, messages, interruptions) in plain words;
+the current node's progress as a bar with the time left (``views.progress``);
 and at the end the outcome for a person with the exact next command. Only
 ``supervisor.views.runview`` imports this module, and only on a terminal, so rich
 never slows the CLI's start-up. A terminal that goes away (EIO) stops the
@@ -33,9 +34,11 @@ from ...protocol.bundle import BundleCorrupt
 from ...protocol.clock import now_ms
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
+from ...protocol.updates import progress_of, update_data
 from .follower import Item, TraceFollower
 from .mounts import MOUNT_EVENTS, mount_line, mount_note
 from .nextcmd import fork_default, next_steps
+from .progress import ProgressTrack, dropped_text, update_text
 from .runtext import quoted
 from .wording import (
     cli,
@@ -104,6 +107,7 @@ class LiveView:
         self.fork_start = False  # the next resume boundary is a fork starting, not a recovery
         self.answered = False  # its wait already has a continuation
         self.paused = False  # the last thing the run did was `run_paused`
+        self.progress: ProgressTrack | None = None  # the current attempt's, once it has one
         self._drawn = 0.0
 
     # ---- the RunView protocol -----------------------------------------
@@ -204,6 +208,7 @@ class LiveView:
             node.state, node.started, node.ended = RUNNING, at, None
             node.detail = p.get("statusDetail")
             self.current, self.attempt = node_id, event.get("attemptId")
+            self.progress = None
             self.tail.clear()
             self.partial.clear()
         elif kind in ("node_finished", "node_failed") and node_id:
@@ -215,7 +220,9 @@ class LiveView:
         elif kind == "agent_prompt_sent" and node_id:
             self._print(Text(f"  {node_id}: prompt sent to the agent", style="dim"))
         elif kind == "update_published" and node_id:
-            self._print(Text(f"  {node_id}: {p.get('message', '')}"))
+            self._update(node_id, event.get("attemptId"), p, at)
+        elif kind == "updates_dropped" and node_id:
+            self._print(Text(f"  {node_id}: {dropped_text(p)}", style="yellow"))
         elif kind in MOUNT_EVENTS and node_id:  # an include's entry or exit: passed, no step
             self._node(node_id).state = outcome_word(Outcome.OK)
             self._print(Text(f"  {mount_line(event)}", style="cyan"))
@@ -238,6 +245,19 @@ class LiveView:
             if kind == "run_waiting":
                 self._node(str(p.get("waitingNode"))).state = "waiting"
             self.current = None
+
+    def _update(self, node_id: str, attempt: Any, p: dict[str, Any], at: int) -> None:
+        """Progress of the step in progress goes to its bar; anything else is printed."""
+        data = update_data(p)
+        progress = progress_of(data)
+        if progress is None or attempt != self.attempt or attempt is None:
+            self._print(Text(f"  {node_id}: {update_text(data)}"))
+            return
+        message = data.get("message") if isinstance(data.get("message"), str) else None
+        if self.progress is None:
+            self.progress = ProgressTrack.start(at, progress, message)
+        else:
+            self.progress.see(at, progress, message)
 
     def _origin(self, p: dict[str, Any]) -> None:
         """Say once where a fork or continuation comes from and what it carries."""
@@ -325,6 +345,8 @@ class LiveView:
                          Text(node.state, style=style), Text(took, style="dim"),
                          Text(node.kind, style="dim"), Text(detail, style="italic"))
         parts: list[RenderableType] = [head, grid]
+        if self.current is not None and self.progress is not None:
+            parts.append(Text(f"  {self.current}  {self.progress.line(now)}", style="cyan"))
         lines = list(self.tail)
         if self.current is not None:
             lines += [Text(_clean(rest)) for rest in self.partial.values() if rest]

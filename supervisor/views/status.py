@@ -28,6 +28,7 @@ from ...protocol.states import (
 )
 from ...protocol.store import QueueRow, Store
 from .mounts import mount_note
+from .progress import running_update
 from .runtext import detail_suffix, text_fields, with_title
 from .timefmt import ago, duration
 
@@ -107,6 +108,9 @@ def node_states(runs_dir: Path, run_id: str) -> list[dict[str, Any]]:
             entry["state"] = "waiting"
         elif node_id == current and status == RunStatus.RUNNING and result is None:
             entry.update(state="running", since=state.get("updatedAt"))
+            update = running_update(bundle, state.get("currentAttempt"))
+            if update is not None:  # its latest progress (author-chosen, bounded, redacted)
+                entry["update"] = update
         elif isinstance(result, dict):
             entry["state"] = "done" if result.get("outcome") == "ok" else "failed"
         elif node_id == current and status in (RunStatus.FAILED, RunStatus.TIMED_OUT):

@@ -17,6 +17,7 @@ from typing import Any
 from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import RunStatus
+from ...protocol.updates import update_data
 
 RUNNING, WAITING, INTERRUPTED = "running", "waiting", "interrupted"
 
@@ -38,6 +39,7 @@ class StepLog:
     agent: list[str] = field(default_factory=list)
     traceback: dict[str, Any] | None = None  # where a failed step's exception was raised
     via: str | None = None  # an agent step's conversation: "session" or "headless"
+    updates: list[dict[str, Any]] = field(default_factory=list)  # its progress updates
 
     @property
     def over(self) -> bool:
@@ -56,7 +58,7 @@ class StepLog:
             "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
             "exitCode": out.get("exitCode") if shell else None,
             "output": self.output, "agent": self.agent, "traceback": self.traceback,
-            "via": self.via,
+            "via": self.via, "updates": self.updates,
         }
 
     def stream_text(self, stream: str) -> str | None:
@@ -105,6 +107,8 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             log.output = _resolve(bundle, p.get("output"))
             found = p.get("traceback")
             log.traceback = found if isinstance(found, dict) else None
+        elif kind == "update_published" and attempt in steps:
+            steps[attempt].updates.append(update_data(p))
         elif kind == "agent_prompt_sent" and attempt in steps:
             steps[attempt].via = str(p.get("via") or "headless")
         elif kind == "run_waiting" and attempt in steps:

@@ -56,7 +56,7 @@ export default function (pi: ExtensionAPI) {
 		name: "workflow",
 		label: "Workflow",
 		description:
-			"Report to the pi-workflows run that gave you this step. action `submit` hands in the step's result as `output` (ends the step when accepted); action `update` reports progress as a short `update` text. Always pass the `step` and `attempt` given in the step contract.",
+			"Report to the pi-workflows run that gave you this step. action `submit` hands in the step's result as `output` (ends the step when accepted); action `update` reports progress as a short `update` text, or as `{\"progress\": {\"done\": 3, \"total\": 10}, \"message\": \"...\"}`. Always pass the `step` and `attempt` given in the step contract.",
 		promptSnippet: "Submit a workflow step's result or report its progress",
 		promptGuidelines: [
 			"Use the workflow tool with action submit when the workflow step is done; if the submission is rejected, read the reason, fix the result and submit again.",
@@ -66,7 +66,25 @@ export default function (pi: ExtensionAPI) {
 			step: Type.String({ description: "The step id from the step contract" }),
 			attempt: Type.String({ description: "The attempt id from the step contract" }),
 			output: Type.Optional(Type.Unknown({ description: "submit: the step's result (JSON)" })),
-			update: Type.Optional(Type.String({ description: "update: a short progress message" })),
+			update: Type.Optional(
+				Type.Union(
+					[
+						Type.String({ description: "a short progress message" }),
+						Type.Object({
+							progress: Type.Optional(
+								Type.Object({
+									done: Type.Number({ description: "how many are done" }),
+									total: Type.Optional(Type.Number({ description: "how many there are in all" })),
+									unit: Type.Optional(Type.String({ description: "what is counted, such as files" })),
+									message: Type.Optional(Type.String()),
+								}),
+							),
+							message: Type.Optional(Type.String({ description: "a short progress message" })),
+						}),
+					],
+					{ description: 'update: a short progress message, or {"progress": {"done": 3, "total": 10}, "message": "..."}' },
+				),
+			),
 		}),
 		async execute(toolCallId, params, signal) {
 			const verdict = await ask({ toolCallId, ...params }, signal);

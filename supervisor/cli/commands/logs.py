@@ -24,6 +24,7 @@ from ....protocol.errors import UsageError
 from ....protocol.jsonenc import compact_json
 from ....protocol.states import CLAIMED, TERMINAL, Outcome, QueueState
 from ....protocol.store import Store
+from ...views.progress import updates_summary
 from ...views.runref import existing_row, project_store
 from ...views.steplogs import (
     INTERRUPTED,
@@ -91,6 +92,9 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
             parts.append(_text(value))
         elif value is not None:
             parts.append(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
+    summary = updates_summary(log.updates)
+    if summary is not None:
+        parts.append(summary + "\n")
     if log.error_code or log.error:
         parts.append(f"error: {error_text(log.error_code, log.error)}\n")
     parts.extend(line + "\n" for line in traceback_lines(log.traceback))
