@@ -15,6 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.definitions.decisions import (
+        choice,
+        human_decision,
+        human_decision_edge,
+        text_input,
+    )
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
         DEFAULT,
@@ -45,20 +51,29 @@ __all__ = [
     "action",
     "agent",
     "checkpoint",
+    "choice",
     "compute",
     "define_workflow",
     "definition_digest",
     "edge",
+    "human_decision",
+    "human_decision_edge",
     "notify",
     "shell",
     "snapshot",
     "switch",
+    "text_input",
 ]
+_DECISIONS = frozenset({"choice", "human_decision", "human_decision_edge", "text_input"})
 
 
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
+    elif name in _DECISIONS:
+        from .protocol.definitions import decisions
+
+        value = getattr(decisions, name)
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

@@ -26,7 +26,6 @@ from ..protocol.definitions.graph import (
     NodeContext,
     Workflow,
     resolve_timeout,
-    resolve_value,
     snapshot,
 )
 from ..protocol.definitions.routing import RoutingError, next_node, routes_failures
@@ -46,9 +45,10 @@ from ..protocol.states import (
 from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
-from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
+from .nodes import STOP_GRACE_S, NodeOutcome, Watch
 from .steps import run_step
 from .stream import OutputStreams
+from .waiting import waiting_output
 
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle: parked
@@ -327,11 +327,14 @@ class Engine:
         self._settle(node_id, attempt, outcome)
 
     def _wait_at(self, node: CheckpointNode, ctx: NodeContext) -> None:
-        try:
-            summary = resolve_value(node.summary, ctx)
-            output = {"summary": None if summary is None else str(summary)}
-        except Exception as exc:
-            self._settle(node.id, ctx.attempt_id, error_outcome(exc))
+        output = waiting_output(node, ctx, self.workflow, self.control,
+                                park_grace_s=self.park_grace_s, stop_grace_s=self.stop_grace_s,
+                                monotonic=self.monotonic)
+        if isinstance(output, NodeOutcome):
+            if output.outcome == Outcome.CANCELLED and self.control.park_requested \
+                    and not self.control.cancel_requested:
+                return  # parked while run= computed: the checkpoint runs again on resume
+            self._settle(node.id, ctx.attempt_id, output)
             return
         self._transition("run_waiting", {"waitingNode": node.id, "output": output},
                          {"status": RunStatus.WAITING, "waitingNode": node.id,

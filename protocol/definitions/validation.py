@@ -5,7 +5,8 @@ every problem reported at once) and the workflow and node name rules. The
 run-time checks on input and outputs live in ``protocol.definitions.values``; building a
 workflow (``define_workflow``) in ``protocol.definitions.define``, which calls these
 rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing`` and
-``protocol.commands`` (the reserved command words); must not import
+``protocol.definitions.decisions`` (human decisions) and ``protocol.commands`` (the
+reserved command words); must not import
 ``worker`` or ``supervisor``.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..commands import COMMAND_WORDS
+from .decisions import checkpoint_problems, decision_edge_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
     NODE_TYPES,
@@ -156,6 +158,7 @@ def node_problems(node: Node) -> list[str]:
     elif kind == "checkpoint":
         out.append(_text_problem(getattr(node, "summary", None), where, "summary",
                                  optional=True))
+        out.extend(checkpoint_problems(node))
     return [p for p in out if p]
 
 
@@ -283,6 +286,7 @@ def workflow_problems(
     nodes = _collect_nodes(nodes_in, problems)
     edges_in = list(workflow.edges) if raw_edges is None else raw_edges
     _graph_problems(edges_in, nodes, workflow.start_at, problems)
+    problems.extend(decision_edge_problems(edges_in, nodes))
     steps = workflow.max_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         problems.append(f"max_steps must be a positive integer, got {steps!r}")

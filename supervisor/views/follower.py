@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.definitions.decisions import request_in
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .decisions import request_line
 from .wording import cli
 
 
@@ -67,7 +69,9 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} {node}: {_short(p.get('message', ''))}"
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
-        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "")
+        asks = request_line(request_in(p.get("output")))  # a human decision's question
+        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "") \
+            + (f"; {asks}" if asks else "")
     if kind == "run_completed":
         return f"{head} completed: {_short(p.get('finalOutput'))}"
     if kind in ("run_failed", "run_timed_out", "run_cancelled"):

@@ -31,8 +31,10 @@ from rich.text import Text
 
 from ...protocol.bundle import BundleCorrupt
 from ...protocol.clock import now_ms
+from ...protocol.definitions.decisions import request_in
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
+from .decisions import request_lines
 from .follower import Item, TraceFollower
 from .nextcmd import fork_default, next_steps
 from .wording import (
@@ -378,6 +380,8 @@ class LiveView:
                              style="bold cyan"))
             if summary:
                 self._print(Text(str(summary)))
+            for line in request_lines(request_in(state.get("waitingOutput")), ""):
+                self._print(Text(line))
         else:
             error: dict[str, Any] = dict(state.get("error") or {})
             self._print(Text(f"✗ {str(status).replace('_', ' ')}{took}: "

@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .decisions import status_fields
 from .timefmt import ago, duration
 
 MAX_CHAIN = 1000  # a chain is a list; the bound only guards against a damaged store
@@ -66,6 +67,7 @@ def run_status(row: QueueRow, runs_dir: Path,
         "steps": state.get("steps"), "finalOutput": state.get("finalOutput"),
         "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,
     })
+    data.update(status_fields(state, waiting))  # a human decision's request; who answered
     if data["errorCode"] is None and error:
         data["errorCode"], data["error"] = error.get("code"), error.get("message")
     return data

@@ -21,7 +21,9 @@ LAYERS: dict[str, set[str]] = {
     "definitions.graph": {"errors", "jsonenc"},
     "definitions.routing": {"definitions.graph", "errors", "states"},
     "definitions.values": {"definitions.graph", "errors"},
-    "definitions.validation": {"commands", "definitions.graph", "definitions.routing"},
+    "definitions.decisions": {"definitions.graph", "errors"},
+    "definitions.validation": {"commands", "definitions.decisions", "definitions.graph",
+                               "definitions.routing"},
     "definitions.define": {"definitions.graph", "definitions.validation"},
 }
 
