@@ -339,7 +339,7 @@ def _refuse(run_id: str, why: str, request: Mapping[str, Any]) -> AnswerRefused:
                          + ", ".join(answer_forms(request)))
 
 
-_WORDS = r"^\s*([^\s:]+)\s*:?(?:\s+|$)(.*)$"
+_WORDS = r"^\s*([^\s:]+)\s*(?::\s*|\s+|$)(.*)$"
 
 
 def _given(value: Any) -> tuple[str, str | None] | None:
