@@ -554,7 +554,7 @@ export default function (pi: ExtensionAPI) {
 			task: Type.Optional(Type.String({ description: "start: the task; becomes the input {\"task\": ...}" })),
 			inputJson: Type.Optional(Type.String({ description: "start: the input as JSON text, instead of task" })),
 			runId: Type.Optional(Type.String({ description: "status, cancel, answer, resume: the run id" })),
-			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON" })),
+			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON; a decision takes only one of the answers its report lists (a label, or a label then the text)" })),
 			offset: Type.Optional(Type.Integer({ minimum: 0, description: "list: runs to skip (default 0)" })),
 			limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: "list: runs to show (default 20)" })),
 			step: Type.Optional(Type.String({ description: "submit, update: the step id from the step message" })),

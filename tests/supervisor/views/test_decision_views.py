@@ -150,3 +150,12 @@ def test_the_live_view_shows_the_request_when_the_run_waits(tmp_path: Path) -> N
     assert "? waiting for an answer at ask" in text and "ready" in text
     assert "Ship it?" in text and "who should answer: ops" in text
     assert "  yes - go" in text and "  why TEXT (2-9 characters) - p" in text
+
+
+def test_logs_of_the_waiting_step_show_the_request(cli: Harness) -> None:
+    h = cli
+    run = _waiting(h)
+    shown = run_cli("logs", run, "ship", "--project", str(h.project), cwd=h.root)
+    assert shown.returncode == 0, shown.stderr
+    assert "waiting for an answer: the notes are ready" in shown.stdout
+    assert "  answers:" in shown.stdout and "    reject" in shown.stdout
