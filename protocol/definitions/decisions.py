@@ -37,14 +37,13 @@ from .graph import (
     _field,
     resolve_value,
 )
+from .requests import MAX_TEXT_CHARS, REQUEST_KIND, answer_forms, bounds
 
 LABEL_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 LABEL_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
 DEFAULT_MIN_TEXT = 1
 DEFAULT_MAX_TEXT = 2000
-MAX_TEXT_CHARS = 20_000
 MAX_ANSWERS = 32
-REQUEST_KIND = "human_decision"
 ON_CHOICE = "$.choice"
 
 
@@ -297,36 +296,6 @@ def request_of(node: HumanDecisionNode, ctx: NodeContext, timeout_s: float | Non
             "onTimeout": node.on_timeout if due is not None else None, "dueAt": due}
 
 
-def request_in(waiting_output: object) -> dict[str, Any] | None:
-    """The request recorded in a waiting run's output, or None for a plain checkpoint."""
-    if not isinstance(waiting_output, Mapping):
-        return None
-    request = waiting_output.get("request")
-    if isinstance(request, Mapping) and request.get("kind") == REQUEST_KIND \
-            and isinstance(request.get("choices"), list):
-        return dict(request)
-    return None
-
-
-def _bounds(spec: Mapping[str, Any]) -> tuple[int, int]:
-    return int(spec.get("minLength") or 0), int(spec.get("maxLength") or MAX_TEXT_CHARS)
-
-
-def answer_forms(request: Mapping[str, Any]) -> list[str]:
-    """Each valid answer as a person types it: ``approve``, ``comment TEXT (1-500 characters)``."""
-    forms = []
-    for item in request.get("choices") or []:
-        if not isinstance(item, Mapping):
-            continue
-        spec = item.get("text")
-        if isinstance(spec, Mapping):
-            low, high = _bounds(spec)
-            forms.append(f"{item.get('label')} TEXT ({low}-{high} characters)")
-        else:
-            forms.append(str(item.get("label")))
-    return forms
-
-
 class AnswerRefused(UsageError):
     """An answer that is not one of a human decision's valid answers; nothing was queued."""
 
@@ -380,7 +349,7 @@ def decide(request: Mapping[str, Any], value: Any, run_id: str, *,
         if picked.get("input") is not None:
             answer["input"] = picked["input"]
         return answer
-    low, high = _bounds(spec)
+    low, high = bounds(spec)
     typed = text or ""
     if not low <= len(typed) <= high:
         raise _refuse(run_id, f"the text of {name!r} must be {low}-{high} characters"

@@ -14,8 +14,9 @@ from typing import Any
 
 from ...protocol.artifacts import REF_KEY, reserved_key_path
 from ...protocol.bundle import Bundle
-from ...protocol.definitions.decisions import decide, request_in
+from ...protocol.definitions.decisions import decide
 from ...protocol.definitions.discovery import Catalog, LoadedWorkflow, load_workflow_file
+from ...protocol.definitions.requests import request_in
 from ...protocol.definitions.values import apply_input
 from ...protocol.errors import NotFound, UsageError
 from ...protocol.limits import encode_private_input, validate_run_id

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ...protocol.definitions.decisions import answer_forms, request_in
+from ...protocol.definitions.requests import answer_forms, request_in
 
 MAX_QUESTION_CHARS = 500
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
-from ...protocol.definitions.decisions import request_in
+from ...protocol.definitions.requests import request_in
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
 from .decisions import request_line

@@ -31,7 +31,7 @@ from rich.text import Text
 
 from ...protocol.bundle import BundleCorrupt
 from ...protocol.clock import now_ms
-from ...protocol.definitions.decisions import request_in
+from ...protocol.definitions.requests import request_in
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
 from .decisions import request_lines

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from ....protocol.bundle import Bundle
-from ....protocol.definitions.decisions import request_in
+from ....protocol.definitions.requests import request_in
 from ....protocol.errors import UsageError
 from ....protocol.jsonenc import compact_json
 from ....protocol.states import CLAIMED, TERMINAL, Outcome, QueueState

@@ -24,13 +24,12 @@ from pi_workflows.protocol.definitions.decisions import (
     AnswerRefused,
     HumanDecisionEdge,
     HumanDecisionNode,
-    answer_forms,
     decide,
-    request_in,
     request_of,
 )
 from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.definitions.graph import CheckpointNode
+from pi_workflows.protocol.definitions.requests import answer_forms, request_in
 from pi_workflows.protocol.definitions.routing import next_node
 
 from tests.helpers.definitions import make_ctx
