@@ -244,3 +244,36 @@ def test_a_wait_cancelled_before_its_deadline_is_not_answered(h: Harness) -> Non
     h.store.close_wait(run)
     assert deadlines.step() == []
     assert h.store.continuation_of(run) is None
+
+
+# ---- kill -9 of the worker around the wait -------------------------------------
+
+
+def test_a_crash_before_the_wait_is_recorded_asks_again_on_resume(h: Harness) -> None:
+    from tests.helpers.engine import Crash, assert_well_formed, crash_on
+
+    h.write("ship", SHIP.replace("TIMEOUT", "60"))
+    run = h.launch("ship", {})
+    with pytest.raises(Crash):
+        h.execute(run, engine_hook=lambda e: crash_on(e, "run_waiting"))
+    assert h.state(run).get("waitingOutput") is None
+    assert h.after_crash(run).outcome == "waiting"
+    events = assert_well_formed(h.bundle(run))
+    assert [e["type"] for e in events].count("run_waiting") == 1
+    request = h.state(run)["waitingOutput"]["request"]
+    assert request["onTimeout"] == "reject" and isinstance(request["dueAt"], int)
+    child = h.answer(run, "approve")
+    assert h.execute(child).outcome == "completed"
+    assert h.state(child)["lastNode"] == "shipped"
+
+
+def test_a_crash_right_after_the_wait_is_recorded_keeps_the_request(h: Harness) -> None:
+    from tests.helpers.engine import Crash, crash_on
+
+    h.write("ship", SHIP.replace("TIMEOUT", "60"))
+    run = h.launch("ship", {})
+    with pytest.raises(Crash):
+        h.execute(run, engine_hook=lambda e: crash_on(e, "run_waiting", after=True))
+    recorded = h.state(run)["waitingOutput"]
+    assert h.after_crash(run).outcome == "waiting"
+    assert h.state(run)["waitingOutput"] == recorded  # the same deadline, not a new one
