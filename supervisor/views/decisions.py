@@ -5,16 +5,18 @@ Owns the ``request`` (and, for a continuation, ``answeredWith`` and
 reads: the question, who should answer, the valid answers as they are typed
 and, with ``on_timeout``, when the host answers and with what. Only what the
 definition asked is shown: never a typed answer's text. Imports
-``protocol.definitions.decisions`` only.
+``protocol.definitions.requests`` and ``views.wording``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ...protocol.definitions.requests import answer_forms, request_in
+from .wording import cli
 
 MAX_QUESTION_CHARS = 500
 
@@ -78,6 +80,15 @@ def request_lines(request: Mapping[str, Any] | None, indent: str = "    ") -> li
         lines.append(f"{indent}unanswered by {due_text(request.get('dueAt'))}, the host answers"
                      f" {request['onTimeout']}")
     return lines
+
+
+def answer_steps(request: Mapping[str, Any] | None, run_id: str,
+                 project: Path | None) -> list[tuple[str, str]]:
+    """The ``answer`` command of a waiting decision (one of the answers listed), else []."""
+    if request is None:
+        return []
+    return [("answer it with one of the answers above",
+             cli(project, "answer", run_id, blank="ANSWER"))]
 
 
 def answered_text(info: Mapping[str, Any]) -> str:

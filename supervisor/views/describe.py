@@ -22,7 +22,7 @@ from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
-from .decisions import answered_text, request_lines
+from .decisions import answer_steps, answered_text, request_lines
 from .holds import chat_hold, hold_text
 from .nextcmd import fork_command, fork_default, next_steps
 from .status import chain_lines, shown_state, status_line, status_with_chain
@@ -161,7 +161,8 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         if info.get("summary"):
             lines += [f"    {line}" for line in _bounded(str(info["summary"]))[0]]
         lines += request_lines(info.get("request"))
-        return lines + _commands(next_steps(status, run_id, None, project))
+        return lines + _commands(answer_steps(info.get("request"), run_id, project)
+                                 or next_steps(status, run_id, None, project))
     if status == RunStatus.COMPLETED:
         return _final_output(info, bundle, project) + _commands(
             next_steps(status, run_id, None, project))

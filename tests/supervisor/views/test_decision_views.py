@@ -71,6 +71,8 @@ def test_status_json_and_the_person_lines_show_the_question_and_the_answers(
     text = shown.stdout
     assert "waiting for an answer at ship" in text
     assert "    the notes are ready" in text and "      other TEXT (1-50 characters)" in text
+    assert f"  answer it with one of the answers above: pi-workflows answer {run} ANSWER" in text
+    assert '"your answer"' not in text
 
 
 def test_watch_prints_the_request_of_a_waiting_decision(cli: Harness) -> None:
@@ -150,6 +152,8 @@ def test_the_live_view_shows_the_request_when_the_run_waits(tmp_path: Path) -> N
     assert "? waiting for an answer at ask" in text and "ready" in text
     assert "Ship it?" in text and "who should answer: ops" in text
     assert "  yes - go" in text and "  why TEXT (2-9 characters) - p" in text
+    assert "answer it with one of the answers above: pi-workflows answer r1 ANSWER" in text
+    assert '"your answer"' not in text
 
 
 def test_logs_of_the_waiting_step_show_the_request(cli: Harness) -> None:
