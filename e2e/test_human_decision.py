@@ -128,3 +128,16 @@ def test_on_timeout_is_answered_once_by_the_host_across_kill_9(project: Project)
     marker = _waiting_run(project, {"change": "marker"})
     assert marker
     assert _children(project, run) == [child]
+
+
+@pytest.mark.timeout(120)
+def test_a_running_host_answers_on_timeout_when_the_deadline_passes(project: Project) -> None:
+    _install(project)
+    host = project.start_host()
+    run = _waiting_run(project, {"change": "fixed the login bug", "wait_s": 2})
+    due = project.state(run)["waitingOutput"]["request"]["dueAt"]
+    child = wait_for(lambda: _children(project, run), 60, what="the timeout's answer")[0]
+    assert project.row(child).created_at >= due
+    wait_for(lambda: project.row(child).state == "done", 60, what="the continuation")
+    assert _status(project, child)["answeredBy"] == "timeout"
+    assert f"run {run}: answered by timeout with 'drop'" in host.log_text()
