@@ -104,7 +104,7 @@ def test_the_example_asks_refuses_other_answers_and_routes_on_the_label(
 def test_on_timeout_is_answered_once_by_the_host_across_kill_9(project: Project) -> None:
     _install(project)
     first = project.start_host()
-    run = _waiting_run(project, {"change": "fixed the login bug", "wait_s": 3})
+    run = _waiting_run(project, {"change": "fixed the login bug", "wait_s": 5})
     due = project.state(run)["waitingOutput"]["request"]["dueAt"]
     first.send_signal(signal.SIGKILL)  # before the deadline: nobody is there when it passes
     first.wait(10)

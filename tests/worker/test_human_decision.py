@@ -277,3 +277,22 @@ def test_a_crash_right_after_the_wait_is_recorded_keeps_the_request(h: Harness) 
     recorded = h.state(run)["waitingOutput"]
     assert h.after_crash(run).outcome == "waiting"
     assert h.state(run)["waitingOutput"] == recorded  # the same deadline, not a new one
+
+
+def test_a_timeout_answer_whose_continuation_was_cancelled_is_not_given_again(
+        h: Harness) -> None:
+    run = _waiting(h, timeout=60)
+    due = h.state(run)["waitingOutput"]["request"]["dueAt"]
+    first = Deadlines(h.store, h.runs, wall_ms=Wall(due))
+    first.start()
+    assert first.step() == [run]
+    child = h.store.continuation_of(run)
+    assert child is not None
+    h.store.cancel(child.run_id)  # the wait opens again: a person may answer it
+    assert [r.run_id for r in h.store.waiting_runs()] == [run]
+    again = Deadlines(h.store, h.runs, wall_ms=Wall(due + 60_000))
+    again.start()
+    assert again.step() == []  # the timeout answered once; it does not answer twice
+    assert h.store.continuation_of(run) is None
+    person = h.answer(run, "approve")
+    assert h.execute(person).outcome == "completed"
