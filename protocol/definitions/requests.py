@@ -29,8 +29,13 @@ def request_in(waiting_output: object) -> dict[str, Any] | None:
     return None
 
 
+def _count(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
 def bounds(spec: Mapping[str, Any]) -> tuple[int, int]:
-    return int(spec.get("minLength") or 0), int(spec.get("maxLength") or MAX_TEXT_CHARS)
+    """A text input's (min, max) characters; a damaged record reads as the widest bounds."""
+    return _count(spec.get("minLength"), 0), _count(spec.get("maxLength"), MAX_TEXT_CHARS)
 
 
 def answer_forms(request: Mapping[str, Any]) -> list[str]:
