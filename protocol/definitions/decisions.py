@@ -2,13 +2,12 @@
 
 Owns ``human_decision``, ``choice``, ``text_input`` and
 ``human_decision_edge`` (their dataclasses and constructors), the rules
-``validate`` applies to them, the *request* a waiting run records (the
-question, the audience and the valid answers, as JSON) and checking an
-answer against a recorded request (``decide``), which the command line, the
-Pi extension (through it) and the host's ``on_timeout`` share. Checking
-reads only the recorded request, never the definition, so an answer is
-judged by what was asked. Imports ``protocol.definitions.graph`` and
-``protocol.errors``; must not import ``worker`` or ``supervisor``.
+``validate`` applies to them and building the *request* a waiting run
+records (the question, the audience and the valid answers, as JSON).
+Checking an answer (``protocol.definitions.requests.decide``) reads only the
+recorded request, never the definition, so an answer is judged by what was
+asked. Imports ``protocol.definitions.graph`` and ``.requests``; must not
+import ``worker`` or ``supervisor``.
 
 The answer a human decision gets, which is its output in the continuation
 (and ``ctx.answer``), is an object: ``{"choice": LABEL, "by": "person"}``,
@@ -26,7 +25,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
-from ..errors import UsageError
 from .graph import (
     CheckpointNode,
     Node,
@@ -37,7 +35,7 @@ from .graph import (
     _field,
     resolve_value,
 )
-from .requests import MAX_TEXT_CHARS, REQUEST_KIND, answer_forms, bounds
+from .requests import MAX_TEXT_CHARS, REQUEST_KIND
 
 LABEL_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 LABEL_RULE = "use 1-64 letters, digits, '_' or '-', starting with a letter"
@@ -294,64 +292,3 @@ def request_of(node: HumanDecisionNode, ctx: NodeContext, timeout_s: float | Non
     return {"kind": REQUEST_KIND, "question": str(question),
             "audience": None if audience is None else str(audience), "choices": answers,
             "onTimeout": node.on_timeout if due is not None else None, "dueAt": due}
-
-
-class AnswerRefused(UsageError):
-    """An answer that is not one of a human decision's valid answers; nothing was queued."""
-
-    code = "answer_invalid"
-
-
-def _refuse(run_id: str, why: str, request: Mapping[str, Any]) -> AnswerRefused:
-    # What was given is never repeated: an answer is private like run input.
-    return AnswerRefused(f"{why}; run {run_id} takes one of: "
-                         + ", ".join(answer_forms(request)))
-
-
-_WORDS = r"^\s*([^\s:]+)\s*(?::\s*|\s+|$)(.*)$"
-
-
-def _given(value: Any) -> tuple[str, str | None] | None:
-    """(the label, the text or None) of an answer as words or as JSON; None if neither."""
-    if isinstance(value, str):
-        found = re.match(_WORDS, value, re.DOTALL)
-        if found is None:
-            return None
-        rest = found.group(2).strip()
-        return found.group(1), rest or None
-    if isinstance(value, Mapping) and set(value) <= {"choice", "text"} \
-            and isinstance(value.get("choice"), str):
-        text = value.get("text")
-        if text is not None and not isinstance(text, str):
-            return None
-        return value["choice"], text
-    return None
-
-
-def decide(request: Mapping[str, Any], value: Any, run_id: str, *,
-           by: str = "person") -> dict[str, Any]:
-    """The answer object for ``value`` (words or JSON), or ``AnswerRefused`` with the valid ones."""
-    given = _given(value)
-    if given is None:
-        raise _refuse(run_id, "that is not an answer to this decision", request)
-    label, text = given
-    answers = [a for a in request.get("choices") or [] if isinstance(a, Mapping)]
-    picked = next((a for a in answers if a.get("label") == label), None) or next(
-        (a for a in answers if str(a.get("label")).lower() == label.lower()), None)
-    if picked is None:
-        raise _refuse(run_id, "that is not one of the answers", request)
-    name = str(picked["label"])
-    spec = picked.get("text")
-    if not isinstance(spec, Mapping):
-        if text is not None:
-            raise _refuse(run_id, f"answer {name!r} takes no text", request)
-        answer: dict[str, Any] = {"choice": name, "by": by}
-        if picked.get("input") is not None:
-            answer["input"] = picked["input"]
-        return answer
-    low, high = bounds(spec)
-    typed = text or ""
-    if not low <= len(typed) <= high:
-        raise _refuse(run_id, f"the text of {name!r} must be {low}-{high} characters"
-                              f" (it has {len(typed)})", request)
-    return {"choice": name, "text": typed, "by": by}

@@ -32,8 +32,7 @@ from typing import Any
 from loguru import logger
 
 from ...protocol.bundle import Bundle, BundleCorrupt
-from ...protocol.definitions.decisions import decide
-from ...protocol.definitions.requests import request_in
+from ...protocol.definitions.requests import decide, request_in
 from ...protocol.errors import ConflictError, PiWorkflowsError
 from ...protocol.runid import slugify
 from ...protocol.states import QueueState, RunStatus

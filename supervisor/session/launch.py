@@ -14,9 +14,8 @@ from typing import Any
 
 from ...protocol.artifacts import REF_KEY, reserved_key_path
 from ...protocol.bundle import Bundle
-from ...protocol.definitions.decisions import decide
 from ...protocol.definitions.discovery import Catalog, LoadedWorkflow, load_workflow_file
-from ...protocol.definitions.requests import request_in
+from ...protocol.definitions.requests import decide, request_in
 from ...protocol.definitions.values import apply_input
 from ...protocol.errors import NotFound, UsageError
 from ...protocol.limits import encode_private_input, validate_run_id
@@ -62,7 +61,7 @@ def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
     """Check the parent waits at a checkpoint and its source is unchanged.
 
     A human decision's answer must be one of its answers; it becomes the
-    answer object (``protocol.definitions.decisions.decide``).
+    answer object (``protocol.definitions.requests.decide``).
     """
     validate_run_id(parent_run_id)
     parent = Bundle(runs_dir, parent_run_id)

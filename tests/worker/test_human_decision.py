@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pi_workflows.protocol.definitions.decisions import AnswerRefused
+from pi_workflows.protocol.definitions.requests import AnswerRefused
 from pi_workflows.supervisor.host.deadlines import Deadlines
 from pi_workflows.worker import waiting
 

@@ -21,15 +21,18 @@ from pi_workflows import (
     text_input,
 )
 from pi_workflows.protocol.definitions.decisions import (
-    AnswerRefused,
     HumanDecisionEdge,
     HumanDecisionNode,
-    decide,
     request_of,
 )
 from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.definitions.graph import CheckpointNode
-from pi_workflows.protocol.definitions.requests import answer_forms, request_in
+from pi_workflows.protocol.definitions.requests import (
+    AnswerRefused,
+    answer_forms,
+    decide,
+    request_in,
+)
 from pi_workflows.protocol.definitions.routing import next_node
 
 from tests.helpers.definitions import make_ctx
