@@ -296,3 +296,19 @@ def test_a_timeout_answer_whose_continuation_was_cancelled_is_not_given_again(
     assert h.store.continuation_of(run) is None
     person = h.answer(run, "approve")
     assert h.execute(person).outcome == "completed"
+
+
+def test_a_timeout_answer_to_a_changed_file_fails_its_launch_and_the_run_waits_again(
+        h: Harness) -> None:
+    run = _waiting(h, timeout=60)
+    due = h.state(run)["waitingOutput"]["request"]["dueAt"]
+    h.write("ship", SHIP.replace("TIMEOUT", "61"))  # changed since the run started waiting
+    deadlines = Deadlines(h.store, h.runs, wall_ms=Wall(due))
+    deadlines.start()
+    assert deadlines.step() == [run]
+    child = h.store.continuation_of(run)
+    assert child is not None
+    outcome = h.execute(child.run_id)
+    assert h.row(child.run_id).state == "failed", outcome
+    assert h.row(child.run_id).error_code == "source_changed"
+    assert [r.run_id for r in h.store.waiting_runs()] == [run]  # a person may answer it
