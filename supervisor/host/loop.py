@@ -2,8 +2,8 @@
 
 Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
 runners -> reap children -> stop hung workers -> renew held claims ->
-restart crashed ones -> answer due human decisions (``deadlines``) -> claim up
-to the concurrency limit, unless the
+restart crashed ones -> answer due human decisions (``deadlines``) -> claim
+up to the concurrency limit, unless the
 runs directory's disk is full: ``diskgate``) so tests drive
 it without threads; ``start`` is start-up (lock, register, reap orphans,
 take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
