@@ -4,9 +4,9 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-the definition modules (``graph``, ``define``, ``compose``, ``decisions_agent``,
-``verdicts``, ``progress``) only and must not import ``worker`` or
-``supervisor``. The names load on first use (PEP 562): every
+the definition modules (``graph``, ``define``, ``compose``, ``decisions``,
+``decisions_agent``, ``verdicts``, ``progress``) only and must not import
+``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
 """
@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .protocol.definitions.compose import include, included_result
+    from .protocol.definitions.decisions import (
+        choice,
+        human_decision,
+        human_decision_edge,
+        text_input,
+    )
     from .protocol.definitions.decisions_agent import decision, decision_edge
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
@@ -51,12 +57,15 @@ __all__ = [
     "action",
     "agent",
     "checkpoint",
+    "choice",
     "compute",
     "decision",
     "decision_edge",
     "define_workflow",
     "definition_digest",
     "edge",
+    "human_decision",
+    "human_decision_edge",
     "include",
     "included_result",
     "notify",
@@ -64,6 +73,7 @@ __all__ = [
     "shell",
     "snapshot",
     "switch",
+    "text_input",
 ]
 # Names defined outside ``graph``, by the module (relative to this package) that owns each.
 _ELSEWHERE = {"include": ".protocol.definitions.compose",
@@ -71,6 +81,10 @@ _ELSEWHERE = {"include": ".protocol.definitions.compose",
               "included_result": ".protocol.definitions.compose",
               "decision": ".protocol.definitions.decisions_agent",
               "decision_edge": ".protocol.definitions.decisions_agent",
+              "choice": ".protocol.definitions.decisions",
+              "human_decision": ".protocol.definitions.decisions",
+              "human_decision_edge": ".protocol.definitions.decisions",
+              "text_input": ".protocol.definitions.decisions",
               "Replace": ".protocol.definitions.verdicts"}
 
 

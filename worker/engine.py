@@ -28,7 +28,6 @@ from ..protocol.definitions.graph import (
     NodeContext,
     Workflow,
     resolve_timeout,
-    resolve_value,
     snapshot,
 )
 from ..protocol.definitions.routing import RoutingError, next_node, routes_failures
@@ -50,7 +49,7 @@ from .agent import AgentExecutor
 from .control import Control
 from .effects import EffectStore
 from .mounts import counted, scoped, step_mount, steps_refused
-from .nodes import STOP_GRACE_S, NodeOutcome, Watch, error_outcome
+from .nodes import STOP_GRACE_S, NodeOutcome, Watch
 from .runinfo import (
     answer,
     detail_cleared,
@@ -62,6 +61,7 @@ from .runinfo import (
 from .steps import run_step
 from .stream import OutputStreams
 from .updates import AttemptUpdates
+from .waiting import waiting_output
 
 OnNode = Callable[[str], None]
 # What ``run`` returns when it stops without settling the bundle: parked
@@ -384,11 +384,14 @@ class Engine:
         self._settle(node_id, attempt, outcome)
 
     def _wait_at(self, node: CheckpointNode, ctx: NodeContext) -> None:
-        try:
-            summary = resolve_value(node.summary, ctx)
-            output = {"summary": None if summary is None else str(summary)}
-        except Exception as exc:
-            self._settle(node.id, ctx.attempt_id, error_outcome(exc))
+        output = waiting_output(node, ctx, self.workflow, self.control,
+                                park_grace_s=self.park_grace_s, stop_grace_s=self.stop_grace_s,
+                                monotonic=self.monotonic)
+        if isinstance(output, NodeOutcome):
+            if output.outcome == Outcome.CANCELLED and self.control.park_requested \
+                    and not self.control.cancel_requested:
+                return  # parked while run= computed: the checkpoint runs again on resume
+            self._settle(node.id, ctx.attempt_id, output)
             return
         self._transition("run_waiting", {"waitingNode": node.id, "output": output},
                          {"status": RunStatus.WAITING, "waitingNode": node.id,

@@ -2,6 +2,7 @@
 
 Owns the node, edge and workflow data classes (``graph``), routing, the
 validation rules, ``define_workflow`` (``define``), discovery and loading of
-workflow files, and run-time checks of input and outputs (``values``).
+workflow files, run-time checks of input and outputs (``values``), and human
+decisions (``decisions``; the JSON of their requests: ``requests``).
 Imports the rest of ``protocol``; nothing of ``worker`` or ``supervisor``.
 """

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from ..errors import UsageError
 from ..jsonenc import canonical_json
@@ -34,6 +34,8 @@ DEFAULT_MAX_STEPS = 100
 # ``presentation_prompt``: its text, and how long its function may take (issue 22, item 7).
 MAX_PRESENTATION_CHARS = 50_000
 PRESENTATION_TIMEOUT_S = 30.0
+# ``checkpoint(run=)``: how long the function computing the waiting output may take.
+CHECKPOINT_RUN_TIMEOUT_S = 30.0
 # ``title``: its text, and how long its function may take (issue 23, item 2).
 MAX_TITLE_CHARS = 200
 TITLE_TIMEOUT_S = 30.0
@@ -211,7 +213,13 @@ class CheckpointNode:
     timeout: Timeout = DEFAULT
     # Shown while the node runs (status, watch, the live view); text or fn(ctx).
     status_detail: Text | None = None
+    # ``run(ctx)`` computes the waiting output's ``data`` (bounded, CHECKPOINT_RUN_TIMEOUT_S).
+    run: Callable[[NodeContext], Any] | None = None
     kind: str = field(default="checkpoint", init=False)
+
+    def snapshot_extra(self) -> dict[str, Any]:
+        """Snapshot keys of optional fields, only when set (earlier digests stay)."""
+        return {} if self.run is None else {"run": _field(self.run)}
 
 
 @dataclass(frozen=True)
@@ -269,6 +277,7 @@ class SwitchEdge:
     on: str
     cases: Mapping[Scalar, str]
     default: str | None = None
+    snapshot_type: ClassVar[str] = "switch"
 
 
 AnyEdge: TypeAlias = Edge | SwitchEdge
@@ -364,10 +373,13 @@ def notify(id: str, message: Text, *, kind: str = "progress",
 
 def checkpoint(
     id: str, *, summary: Text | None = None, timeout: Timeout = DEFAULT,
-    status_detail: Text | None = None,
+    status_detail: Text | None = None, run: Callable[[NodeContext], Any] | None = None,
 ) -> CheckpointNode:
-    """A node that stops the run ``waiting`` for a human answer."""
-    return CheckpointNode(id, summary, timeout, status_detail)
+    """A node that stops the run ``waiting`` for a human answer.
+
+    ``run(ctx)`` computes a JSON value shown beside the summary while it waits.
+    """
+    return CheckpointNode(id, summary, timeout, status_detail, run)
 
 
 def edge(source: str, target: str) -> Edge:
@@ -494,7 +506,7 @@ def _edge_snapshot(item: AnyEdge) -> dict[str, Any]:
     if isinstance(item, Edge):
         return {"type": "edge", "source": item.source, "target": item.target}
     return {
-        "type": "switch", "source": item.source, "on": item.on,
+        "type": item.snapshot_type, "source": item.source, "on": item.on,
         "cases": [{"value": _field(k), "target": t} for k, t in item.cases.items()],
         "default": item.default,
     }

@@ -6,8 +6,9 @@ run-time checks on input and outputs live in ``protocol.definitions.values``; bu
 workflow (``define_workflow``) in ``protocol.definitions.define``, which calls these
 rules. Imports ``protocol.definitions.graph``, ``protocol.definitions.routing``,
 ``protocol.definitions.compose`` (what a compiled include looks like),
-the rules of decisions (``decisions_agent``) and of shown text (``shown``) and
-``protocol.commands`` (the reserved command words); must not import
+the rules of decisions (``decisions_agent``, ``decisions``: human ones) and of
+shown text (``shown``) and ``protocol.commands`` (the reserved command words);
+must not import
 ``worker`` or ``supervisor``.
 """
 
@@ -22,6 +23,8 @@ from typing import Any
 
 from ..commands import COMMAND_WORDS
 from .compose import Composition, is_compiled
+from .decisions import checkpoint_problems
+from .decisions import decision_edge_problems as human_edge_problems
 from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
@@ -193,6 +196,7 @@ def node_problems(node: Node) -> list[str]:
     elif kind == "checkpoint":
         out.append(_text_problem(getattr(node, "summary", None), where, "summary",
                                  optional=True))
+        out.extend(checkpoint_problems(node))
     out.append(status_detail_problem(node))
     out.extend(decision_problems(node))
     return [p for p in out if p]
@@ -347,6 +351,7 @@ def workflow_problems(
     else:
         _graph_problems(edges_in, nodes, workflow.start_at, problems)
     problems.extend(exit_problems(workflow.exits, nodes, edges_in))
+    problems.extend(human_edge_problems(edges_in, nodes))
     steps = workflow.max_steps
     if isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0:
         problems.append(f"max_steps must be a positive integer, got {steps!r}")

@@ -218,9 +218,9 @@ def _answer(call: _Call) -> int:
     owner = _session(values)
     value = actions.answer_value(positional[1:], values.get("--input-json"),
                                  values.get("--input-file"))
-    parent, row = actions.answer(settings, paths, run, value, force="--force" in call.seen,
-                                 owner=owner)
-    _emit(actions.answer_json(parent, row))
+    parent, row, given = actions.answer(settings, paths, run, value,
+                                        force="--force" in call.seen, owner=owner)
+    _emit(actions.answer_json(parent, row, given))
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
 runners -> reap children -> stop hung workers -> renew held claims ->
-restart crashed ones -> claim up to the concurrency limit, unless the
+restart crashed ones -> answer due human decisions (``deadlines``) -> claim
+up to the concurrency limit, unless the
 runs directory's disk is full: ``diskgate``) so tests drive
 it without threads; ``start`` is start-up (lock, register, reap orphans,
 take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
@@ -49,6 +50,7 @@ from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from ..views.holds import chat_hold, hold_text, is_chat_runner
 from .crashes import CrashBudget
+from .deadlines import Deadlines
 from .diskgate import DiskGate
 from .lock import HostLock
 from .takeover import runners
@@ -141,6 +143,8 @@ class Host:
         self.spawn_warnings = Throttle(monotonic=monotonic)
         # Closed while the runs directory's filesystem is full: no run is claimed.
         self.disk = DiskGate(paths.runs_dir, monotonic)
+        # Human decisions' on_timeout deadlines: answered by the host when due.
+        self.deadlines = Deadlines(self.store, paths.runs_dir, wall_ms=clock)
 
     # ---- start-up --------------------------------------------------------
 
@@ -159,6 +163,7 @@ class Host:
         taken = self._take_over(dead)
         self._note_holds()
         self._release_disk_full()  # parked by an earlier host while the disk was full
+        self.deadlines.start()
         self._next_sweep = self.monotonic() + SWEEP_EVERY_S
         return StartupReport(self.runner_id, reaped, taken)
 
@@ -183,6 +188,7 @@ class Host:
         if not self.stopping:
             self.zygote.keep()
             self._start_pending()
+            self.deadlines.step()  # a continuation it queues is claimed just below
             if not self.disk.full:
                 self._claim()
         self._set_title()
@@ -483,6 +489,9 @@ class Host:
         now = self.monotonic()
         for pending in self.pending.values():
             timeout = min(timeout, max(0.0, pending.due - now))
+        due = self.deadlines.next_due_s()
+        if due is not None:
+            timeout = min(timeout, due)
         timeout = self.disk.timeout(timeout)
         if self.stopping:
             timeout = min(timeout, 0.1)

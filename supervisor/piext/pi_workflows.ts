@@ -29,6 +29,7 @@ import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversat
 import {
 	aborted,
 	answerJson,
+	decisionText,
 	type FollowUp,
 	footerText,
 	output,
@@ -427,7 +428,7 @@ export default function (pi: ExtensionAPI) {
 		if (!out) throw new Error(reason(result));
 		const run = runId ? (out as RunInfo) : (out.run ?? null);
 		if (!run) return { text: "This session has no workflow run.", run };
-		const detail = run.error ? ` [${run.errorCode}] ${run.error}` : run.summary ? `: ${run.summary}` : "";
+		const detail = (run.error ? ` [${run.errorCode}] ${run.error}` : run.summary ? `: ${run.summary}` : "") + (run.request ? ` ${decisionText(run.request)}` : "");
 		const node = run.currentNode ?? run.waitingOn;
 		return { text: `Run ${run.runId} (${run.workflow}): ${shownState(run)}${node ? ` at ${node}` : ""}${detail}`, run };
 	}
@@ -457,13 +458,14 @@ export default function (pi: ExtensionAPI) {
 
 	async function answer(runId: string, text: string): Promise<string> {
 		const result = await cli(session(["answer", runId, "--input-json", answerJson(text)]), cwd);
-		const out = parse<{ runId: string; workflow: string }>(result);
-		if (!out) throw new Error(reason(result));
+		const out = parse<{ runId: string; workflow: string; choice?: string }>(result);
+		if (!out) throw new Error(reason(result)); // an answer a decision does not take: the CLI's one line
 		following = out.runId; // its end is reported, however fast the host is
 		epoch++;
 		void poll();
 		const host = /no host is running/.test(result.stderr) ? " No host is running: start one with `pi-workflows host --background`." : "";
-		return `Answered ${runId}; continuation ${out.runId} (${out.workflow}) is queued for the host.${host}`;
+		const chose = out.choice ? ` with ${out.choice}` : "";
+		return `Answered ${runId}${chose}; continuation ${out.runId} (${out.workflow}) is queued for the host.${host}`;
 	}
 
 	/** This session's unfinished run, for `cancel` without a run id. */
@@ -549,7 +551,7 @@ export default function (pi: ExtensionAPI) {
 			task: Type.Optional(Type.String({ description: "start: the task; becomes the input {\"task\": ...}" })),
 			inputJson: Type.Optional(Type.String({ description: "start: the input as JSON text, instead of task" })),
 			runId: Type.Optional(Type.String({ description: "status, cancel, answer, resume: the run id" })),
-			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON" })),
+			answer: Type.Optional(Type.String({ description: "answer: the answer text, or JSON; a decision takes only one of the answers its report lists (a label, or a label then the text)" })),
 			offset: Type.Optional(Type.Integer({ minimum: 0, description: "list: runs to skip (default 0)" })),
 			limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: "list: runs to show (default 20)" })),
 			step: Type.Optional(Type.String({ description: "submit, update: the step id from the step message" })),

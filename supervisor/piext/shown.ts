@@ -15,6 +15,9 @@ export interface RunInfo {
 	title?: string | null;
 	statusDetail?: string | null;
 	summary?: string | null;
+	request?: DecisionRequest | null;
+	answeredWith?: string | null;
+	answeredBy?: string | null;
 	error?: string | null;
 	errorCode?: string | null;
 	createdAt?: number | null;
@@ -32,6 +35,29 @@ export interface RunInfo {
 export interface NodeUpdate {
 	progress?: { done?: number; total?: number; unit?: string; message?: string };
 	message?: string;
+}
+
+/** A human decision's request, as the waiting run records it (protocol/definitions/decisions.py). */
+export interface DecisionRequest {
+	question: string;
+	audience?: string | null;
+	choices: { label: string; description?: string | null; text?: { prompt: string; minLength: number; maxLength: number } }[];
+	onTimeout?: string | null;
+	dueAt?: number | null;
+}
+
+/** Each valid answer as it is typed after the run id: `approve`, `comment TEXT (1-500 characters)`. */
+export function answerForms(request: DecisionRequest): string[] {
+	return request.choices.map((c) => (c.text ? `${c.label} TEXT (${c.text.minLength}-${c.text.maxLength} characters)` : c.label));
+}
+
+/** A waiting human decision in one line: the question, who answers, the answers, the timeout. */
+export function decisionText(request: DecisionRequest | null | undefined): string {
+	if (!request) return "";
+	const flat = (t: string) => t.replace(/\s+/g, " ").trim();
+	const who = request.audience ? ` (for ${flat(request.audience)})` : "";
+	const due = request.onTimeout && request.dueAt ? ` Unanswered by ${new Date(request.dueAt).toISOString()}, it is answered ${request.onTimeout}.` : "";
+	return `It asks${who}: ${flat(request.question)} Answers: ${answerForms(request).join(" | ")}.${due}`;
 }
 
 export interface WorkflowList {
@@ -89,6 +115,7 @@ export function runLine(run: RunInfo, resumingHere = false): string {
 		case "completed":
 			return `${head} completed: ${output(run.finalOutput)}`;
 		case "waiting":
+			if (run.request) return `${head} is waiting at decision ${run.waitingOn}. ${decisionText(run.request)} Answer it with \`/workflow answer ${run.runId} ANSWER\` (or the workflow tool, action answer).`;
 			return `${head} is waiting at checkpoint ${run.waitingOn}: ${(run.summary ?? "").replace(/\s+/g, " ").trim()} Answer it with \`/workflow answer ${run.runId} TEXT\` (or the workflow tool, action answer).`;
 		case "failed":
 		case "timed_out":

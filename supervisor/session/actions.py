@@ -104,8 +104,12 @@ def detach(settings: SettingsLike, paths: Paths, prepared: Prepared, owner: str 
 
 
 def answer(settings: SettingsLike, paths: Paths, text: str, value: Any, *, force: bool,
-           owner: str | None) -> tuple[str, QueueRow]:
-    """(the answered run's id, its continuation's row)."""
+           owner: str | None) -> tuple[str, QueueRow, Any]:
+    """(the answered run's id, its continuation's row, the answer as queued).
+
+    A human decision's answer that is not one of its answers is refused
+    (``AnswerRefused``, exit 2) before anything is written.
+    """
     with project_store(settings, paths) as store:
         run = resolve_run(store, text, paths)
         _not_answered(store, run, paths.project)
@@ -120,7 +124,7 @@ def answer(settings: SettingsLike, paths: Paths, text: str, value: Any, *, force
                 _not_answered(store, run, paths.project)
             raise
         wake_host(store, paths)
-    return run, row
+    return run, row, prepared.input
 
 
 def _not_answered(store: Store, run: str, project: Path) -> None:
@@ -167,9 +171,11 @@ def detach_json(row: QueueRow) -> dict[str, Any]:
     return {"runId": row.run_id, "workflow": row.workflow, "state": row.state}
 
 
-def answer_json(run: str, row: QueueRow) -> dict[str, Any]:
+def answer_json(run: str, row: QueueRow, given: Any = None) -> dict[str, Any]:
+    """``given``: the answer as queued; a human decision's names its ``choice`` (a label)."""
+    chosen = given.get("choice") if isinstance(given, dict) else None
     return {"runId": row.run_id, "parentRunId": run, "workflow": row.workflow,
-            "state": row.state}
+            "state": row.state, **({} if chosen is None else {"choice": chosen})}
 
 
 def cancel_json(result: cancel.Cancelled) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from ...protocol.artifacts import REF_KEY, reserved_key_path
 from ...protocol.bundle import Bundle
 from ...protocol.definitions.discovery import Catalog, LoadedWorkflow, load_workflow_file
+from ...protocol.definitions.requests import decide, request_in
 from ...protocol.definitions.values import apply_input
 from ...protocol.errors import NotFound, UsageError
 from ...protocol.limits import encode_private_input, validate_run_id
@@ -57,7 +58,11 @@ def prepare_run(catalog: Catalog, name: str, raw_input: Any) -> Prepared:
 
 def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
                          force: bool = False) -> Prepared:
-    """Check the parent waits at a checkpoint and its source is unchanged."""
+    """Check the parent waits at a checkpoint and its source is unchanged.
+
+    A human decision's answer must be one of its answers; it becomes the
+    answer object (``protocol.definitions.requests.decide``).
+    """
     validate_run_id(parent_run_id)
     parent = Bundle(runs_dir, parent_run_id)
     if not parent.exists():
@@ -75,6 +80,9 @@ def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
         raise UsageError(f"the workflow of run {parent_run_id} changed since it started;"
                          " answer with --force to continue on the new definition",
                          code="source_changed")
+    request = request_in(state.get("waitingOutput"))
+    if request is not None:  # a human decision: only its answers, shaped (AnswerRefused)
+        answer = decide(request, answer, parent_run_id)
     _no_reserved_key(answer, "the answer")
     encode_private_input(answer)
     return Prepared(new_run_id(loaded.name), loaded, run_source(loaded), answer,

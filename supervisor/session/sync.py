@@ -28,6 +28,7 @@ from ...protocol.states import (
 )
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
 from ...protocol.store.turns import AGENT_CANCELLED, CLAIM_LOST, PRESENTATION, RUN_FAILED
+from ..views.decisions import request_line
 from ..views.runtext import with_title
 from ..views.status import host_running, run_status
 
@@ -113,7 +114,8 @@ def _change(row: QueueRow, runs_dir: Path, hosted: bool, session: str) -> dict[s
     else:
         info.pop("finalOutput", None)
     if kind == S.WAITING:
-        info["answerCommand"] = f"pi-workflows answer {row.run_id} TEXT... --session {session}"
+        what = "ANSWER" if info.get("request") else "TEXT..."  # a decision: one of its answers
+        info["answerCommand"] = f"pi-workflows answer {row.run_id} {what} --session {session}"
     if kind == Q.PARKED:
         info["hostRunning"] = hosted
     if kind == PAUSED:
@@ -197,6 +199,8 @@ def run_line(info: dict[str, Any]) -> str:
     if kind == S.WAITING:
         summary = f": {info['summary']}" if info.get("summary") else ""
         summary = " ".join(summary.split()) if summary else ""  # one line per run
+        if info.get("request"):
+            summary += f"; {request_line(info['request'])}"
         return (head + f"waiting at {info.get('waitingOn')}{summary}; answer with"
                 f" `{info.get('answerCommand') or 'pi-workflows answer ' + info['runId']}`")
     if kind in UNSUCCESSFUL_STATUSES:

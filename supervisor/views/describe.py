@@ -22,6 +22,7 @@ from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
+from .decisions import answer_steps, answered_text, request_lines
 from .holds import chat_hold, hold_text
 from .nextcmd import fork_command, fork_default, next_steps
 from .runtext import detail_suffix
@@ -43,6 +44,8 @@ def describe(store: Store, row: QueueRow, runs_dir: Path, now_ms: int,
     hold = chat_hold(store, row)
     held = [f"  waits: {hold_text(hold)}"] if hold is not None else []
     lines = [status_line(info, now_ms), *held, *_when(info, now_ms), *chain_lines(info)]
+    if answered := answered_text(info):
+        lines.append(f"  {answered}")
     lines += _steps(bundle, info, now_ms, project)
     lines += _block(info, row, bundle, project)
     return lines
@@ -158,7 +161,9 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         lines = [f"  waiting for an answer at {info.get('waitingOn')}"]
         if info.get("summary"):
             lines += [f"    {line}" for line in _bounded(str(info["summary"]))[0]]
-        return lines + _commands(next_steps(status, run_id, None, project))
+        lines += request_lines(info.get("request"))
+        return lines + _commands(answer_steps(info.get("request"), run_id, project)
+                                 or next_steps(status, run_id, None, project))
     if status == RunStatus.COMPLETED:
         return _final_output(info, bundle, project) + _commands(
             next_steps(status, run_id, None, project))

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.bundle import Bundle, BundleCorrupt
+from ...protocol.definitions.requests import request_in
 from ...protocol.states import Outcome
 from ...protocol.store import QueueRow
+from .decisions import request_line
 from .mounts import mount_line, mount_note
 from .progress import dropped_text, update_text
 from .runtext import detail_suffix, quoted
@@ -74,7 +76,9 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} {node}: {dropped_text(p)}"
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
-        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "")
+        asks = request_line(request_in(p.get("output")))  # a human decision's question
+        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "") \
+            + (f"; {asks}" if asks else "")
     if kind == "run_completed":
         return f"{head} completed: {_short(p.get('finalOutput'))}"
     if kind in ("run_failed", "run_timed_out", "run_cancelled"):

@@ -32,9 +32,11 @@ from rich.text import Text
 
 from ...protocol.bundle import BundleCorrupt
 from ...protocol.clock import now_ms
+from ...protocol.definitions.requests import request_in
 from ...protocol.states import SETTLED_STATUSES, Outcome, RunStatus, seen_status
 from ...protocol.store import QueueRow
 from ...protocol.updates import progress_of, update_data
+from .decisions import answer_steps, request_lines
 from .follower import Item, TraceFollower
 from .mounts import MOUNT_EVENTS, mount_line, mount_note
 from .nextcmd import fork_default, next_steps
@@ -413,6 +415,12 @@ class LiveView:
                              style="bold cyan"))
             if summary:
                 self._print(Text(str(summary)))
+            if request := request_in(state.get("waitingOutput")):
+                for line in request_lines(request, ""):
+                    self._print(Text(line))
+                for what, command in answer_steps(request, run_id, self.project):
+                    self._print(Text(f"{what}: {command}"))
+                return
         else:
             error: dict[str, Any] = dict(state.get("error") or {})
             self._print(Text(f"✗ {str(status).replace('_', ' ')}{took}: "

@@ -27,6 +27,7 @@ from ...protocol.states import (
     seen_status,
 )
 from ...protocol.store import QueueRow, Store
+from .decisions import status_fields
 from .mounts import mount_note
 from .progress import running_update
 from .runtext import detail_suffix, text_fields, with_title
@@ -71,6 +72,7 @@ def run_status(row: QueueRow, runs_dir: Path,
         "summary": (state.get("waitingOutput") or {}).get("summary") if waiting else None,
         **text_fields(state, status),
     })
+    data.update(status_fields(state, waiting))  # a human decision's request; who answered
     if data["errorCode"] is None and error:
         data["errorCode"], data["error"] = error.get("code"), error.get("message")
     return data

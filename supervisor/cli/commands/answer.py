@@ -45,14 +45,20 @@ def answer_command(
     With --session, the continuation's notifications go to that session. A
     run is answered once: a second answer names the continuation it has.
 
+    A human decision takes only its answers (`status RUN` lists them): a
+    choice by its label (pi-workflows answer RUN approve), a text input by its
+    name and then the text (pi-workflows answer RUN comment fix the typo), or
+    --input-json '{"choice": "comment", "text": "..."}'. Anything else is
+    refused (exit 2) and nothing is queued. --json names the chosen label.
+
     Example: pi-workflows answer 99624cea yes, ship it
     """
     settings, paths = project_context(project)
     owner = session_id(session)
     answer = actions.answer_value(text, input_json, input_file)
-    run, row = actions.answer(settings, paths, run, answer, force=force, owner=owner)
+    run, row, given = actions.answer(settings, paths, run, answer, force=force, owner=owner)
     if as_json:
-        emit_json(actions.answer_json(run, row))
+        emit_json(actions.answer_json(run, row, given))
     else:
         typer.echo(row.run_id)
 

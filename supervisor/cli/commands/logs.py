@@ -20,10 +20,12 @@ from typing import Annotated, Any
 import typer
 
 from ....protocol.bundle import Bundle
+from ....protocol.definitions.requests import request_in
 from ....protocol.errors import UsageError
 from ....protocol.jsonenc import compact_json
 from ....protocol.states import CLAIMED, TERMINAL, Outcome, QueueState
 from ....protocol.store import Store
+from ...views.decisions import request_lines
 from ...views.progress import updates_summary
 from ...views.runref import existing_row, project_store
 from ...views.steplogs import (
@@ -86,6 +88,7 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
         if log.outcome == WAITING and isinstance(value, dict):
             summary = value.get("summary")
             parts.append("waiting for an answer" + (f": {summary}\n" if summary else "\n"))
+            parts += [line + "\n" for line in request_lines(request_in(value), "  ")]
         elif message is not None:
             parts.append(_text(message))
         elif isinstance(value, str):
