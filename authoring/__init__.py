@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.batch import run_command_batch
     from .protocol.definitions.define import define_workflow
     from .protocol.definitions.graph import (
         DEFAULT,
@@ -50,6 +51,7 @@ __all__ = [
     "definition_digest",
     "edge",
     "notify",
+    "run_command_batch",
     "shell",
     "snapshot",
     "switch",
@@ -59,6 +61,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
+    elif name == "run_command_batch":
+        from .protocol.batch import run_command_batch as value
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

@@ -13,6 +13,7 @@ import hashlib
 import threading
 from typing import Any, Protocol
 
+from ..protocol.current import call_in_node
 from ..protocol.definitions.graph import (
     ActionNode,
     AgentNode,
@@ -129,7 +130,8 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
         fn = node.fn
 
         def execute() -> NodeOutcome:
-            return run_callable(lambda: fn(ctx), watch, timeout_s)
+            # The node's context is the thread's current one: run_command_batch finds it.
+            return run_callable(lambda: call_in_node(ctx, fn), watch, timeout_s)
     else:
         shell_node = node
         try:
