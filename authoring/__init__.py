@@ -62,7 +62,9 @@ def __getattr__(name: str) -> Any:
     if name == "define_workflow":
         from .protocol.definitions.define import define_workflow as value
     elif name == "run_command_batch":
-        from .protocol.batch import run_command_batch as value
+        from .protocol import batch
+
+        value = getattr(batch, name)
     elif name in __all__:
         from .protocol.definitions import graph as definition
 

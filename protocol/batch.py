@@ -130,8 +130,8 @@ class _Batch:
                 self._look_at(item, now)
             if self.running:
                 self.stop.wait(POLL_S)  # a stop wakes it at once
-        for item in self.pending:
-            self.results[item.index] = _result(
+        for waiting in self.pending:
+            self.results[waiting.index] = _result(
                 "cancelled", error="not started: the node was stopped (cancel, park or"
                                    " timeout)")
         self.pending.clear()
