@@ -86,9 +86,10 @@ class ScriptedModel:
     """The server: ``with ScriptedModel(script) as model`` (or ``start()``/``stop()``)."""
 
     def __init__(self, script: Script = (), *, model_id: str = "scripted-model",
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", port: int = 0) -> None:
         self.model_id = model_id
         self._host = host
+        self._port = port  # 0: a free one
         self._lock = threading.Condition()
         self._function: Callable[[Request], Reply | None] | None = None
         self._queue: deque[Reply] = deque()
@@ -107,7 +108,7 @@ class ScriptedModel:
     def start(self) -> ScriptedModel:
         if self._httpd is not None:
             raise RuntimeError("ScriptedModel already started")
-        self._httpd = ModelServer((self._host, 0), self)
+        self._httpd = ModelServer((self._host, self._port), self)
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": WAKE_S},
                                         name=f"scripted-model:{self.port}", daemon=True)
