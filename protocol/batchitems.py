@@ -54,6 +54,14 @@ class _Problems:
                              + "; ".join(self.found))
 
 
+def _shown(value: Any) -> str:
+    """A wrong value as an error shows it: a number as itself, anything else by its type
+    (a string may be built from the run's private input)."""
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
 def _seconds(value: Any) -> bool:
     return (not isinstance(value, bool) and isinstance(value, int | float)
             and math.isfinite(value) and value > 0)
@@ -97,7 +105,7 @@ def _item(index: int, raw: Any, timeout_s: float | None, project_dir: Path,
     elif isinstance(cwd, str | os.PathLike) and os.fspath(cwd):
         cwd_text = str(project_dir / os.fspath(cwd))  # relative: from the project
     else:
-        problems.add(f"{where}: cwd must be a path (a string), got {cwd!r}")
+        problems.add(f"{where}: cwd must be a path (a string), got {_shown(cwd)}")
         cwd_text = ""
     env: Any = fields.get("env")
     if env is not None and not (isinstance(env, Mapping) and all(
@@ -110,7 +118,7 @@ def _item(index: int, raw: Any, timeout_s: float | None, project_dir: Path,
     item_timeout: Any = fields.get("timeout", timeout_s)
     if item_timeout is not None and not _seconds(item_timeout):
         problems.add(f"{where}: timeout must be a positive number of seconds or None,"
-                     f" got {item_timeout!r}")
+                     f" got {_shown(item_timeout)}")
     if argv is None or len(problems.found) > before:
         return None
     return BatchItem(index, argv, cwd_text, None if env is None else dict(env), stdin,
@@ -130,14 +138,15 @@ def check_batch(items: Any, *, concurrency: Any, timeout: Any, max_output_bytes:
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) \
             or not 1 <= concurrency <= MAX_BATCH_CONCURRENCY:
         problems.add(f"concurrency must be a whole number from 1 to {MAX_BATCH_CONCURRENCY},"
-                     f" got {concurrency!r}")
+                     f" got {_shown(concurrency)}")
     if timeout is not None and not _seconds(timeout):
-        problems.add(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+        problems.add("timeout must be a positive number of seconds or None,"
+                     f" got {_shown(timeout)}")
         timeout = None
     if isinstance(max_output_bytes, bool) or not isinstance(max_output_bytes, int) \
             or max_output_bytes < 0:
         problems.add(f"max_output_bytes must be a whole number of bytes (0 or more),"
-                     f" got {max_output_bytes!r}")
+                     f" got {_shown(max_output_bytes)}")
     checked = [_item(i, raw, timeout, project_dir, problems)
                for i, raw in enumerate(items[:MAX_BATCH_ITEMS])]
     problems.raise_any()

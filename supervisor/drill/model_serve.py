@@ -32,6 +32,7 @@ from .pienv import MODEL_ID, PROVIDER, models_config, write_agent_dir
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 AGENT_DIR_NAME = "offline-pi-agent"
 MAX_PORT = 65535
+KEPT_REQUESTS = 20  # a playground may run for hours: its request log stays small
 READY = "pi-workflows model serve: serving"  # the first line, once requests are answered
 
 
@@ -62,7 +63,8 @@ def _start(script: Path | None, port: int) -> ScriptedModel:
     replies = [] if script is None else load_script(script)
     if not 0 <= port <= MAX_PORT:
         raise UsageError(f"--port {port}: give a port from 1 to {MAX_PORT} (0: any free one)")
-    model = ScriptedModel(serve_script(replies), model_id=MODEL_ID, port=port)
+    model = ScriptedModel(serve_script(replies), model_id=MODEL_ID, port=port,
+                          max_log=KEPT_REQUESTS)
     try:
         return model.start()
     except OSError as exc:
@@ -118,7 +120,7 @@ class _StopSignals:
 
 def serve(*, script: Path | None, port: int, agent_dir: Path,
           echo: Callable[[str], None]) -> int:
-    """Serve until SIGINT/SIGTERM/SIGHUP; how many model requests were answered."""
+    """Serve until SIGINT/SIGTERM/SIGHUP; how many completion requests it received."""
     check_agent_dir(agent_dir)
     with _StopSignals() as stops:  # a Ctrl-C from now on is a clean stop
         model = _start(script, port)
@@ -130,4 +132,4 @@ def serve(*, script: Path | None, port: int, agent_dir: Path,
             stops.wait()
         finally:
             model.stop()
-    return len(model.completions)
+    return model.completion_count

@@ -176,6 +176,10 @@ def test_sixty_four_items_run_and_sixty_five_are_refused(tmp_path: Path) -> None
      "item 0: env must map variable names to string values"),
     ({"items": [{"command": "x", "stdin": b"x"}]}, "item 0: stdin must be a string, got bytes"),
     ({"items": [{"command": "x", "cwd": 5}]}, "item 0: cwd must be a path (a string), got 5"),
+    ({"items": [{"command": "x", "cwd": {"secret": "token"}}]},
+     "item 0: cwd must be a path (a string), got a dict"),  # a value is never echoed
+    ({"items": ["true"], "timeout": "10 minutes"},
+     "timeout must be a positive number of seconds or None, got a str"),
     ({"items": [{"command": "x", "timeout": 0}]},
      "item 0: timeout must be a positive number of seconds or None, got 0"),
 ])

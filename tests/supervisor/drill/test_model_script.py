@@ -4,11 +4,18 @@ from the step contract the worker really sends."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_workflows.supervisor.drill.model import HttpError, Request, Text, ToolCalls
+from pi_workflows.supervisor.drill.model import (
+    HttpError,
+    Request,
+    ScriptedModel,
+    Text,
+    ToolCalls,
+)
 from pi_workflows.supervisor.drill.model_script import (
     REJECTED_TEXT,
     ScriptError,
@@ -130,3 +137,19 @@ def test_a_bad_script_is_one_sentence(tmp_path: Path, content: str, message: str
 def test_a_missing_script_says_so(tmp_path: Path) -> None:
     with pytest.raises(ScriptError, match="cannot read it"):
         load_script(tmp_path / "absent.json")
+
+
+def test_a_long_lived_server_keeps_only_the_newest_requests() -> None:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with ScriptedModel(serve_script([]), max_log=2) as model:
+        for _ in range(3):
+            with opener.open(f"{model.base_url}/models", timeout=10) as response:
+                assert response.status == 200
+            body = json.dumps({"stream": True, "messages": [_step()]}).encode()
+            with opener.open(urllib.request.Request(
+                    f"{model.base_url}/chat/completions", body,
+                    {"Content-Type": "application/json"}), timeout=10) as response:
+                assert b"[DONE]" in response.read()
+        assert [r.index for r in model.requests] == [4, 5]
+        assert model.completion_count == 3
+        model.check()
