@@ -3,11 +3,14 @@ output bounds, the checks on its arguments, and a stop that reaches every group.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from pi_workflows import run_command_batch
 from pi_workflows.protocol.batch import CommandResult
@@ -19,6 +22,17 @@ from tests.helpers.processes import alive
 from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left(tmp_path: Path) -> Iterator[None]:
+    """A failing test must not leave its items running: kill what works in its directory."""
+    yield
+    for proc in psutil.process_iter(["cwd"]):
+        cwd = proc.info["cwd"] or ""
+        if cwd == str(tmp_path) or cwd.startswith(f"{tmp_path}/"):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
 
 
 def _ctx(tmp_path: Path, cancel: threading.Event | None = None) -> Any:
@@ -261,3 +275,22 @@ def test_a_cancel_of_the_run_stops_every_item(h: Harness) -> None:
     assert len(pids) == 4
     for pid in pids:
         wait_for(lambda pid=pid: not alive(pid), timeout=10, what=f"item process {pid} gone")
+
+
+def test_a_park_stops_every_item_once_the_effects_grace_is_over(h: Harness) -> None:
+    h.write("batch", BATCH_FLOW)
+    run_id = h.launch("batch", {"items": [ITEM] * 3})
+    control = Control()
+    threading.Thread(target=lambda: (
+        wait_for(lambda: len(file_lines(h.project / "kids")) == 2, timeout=30,
+                 what="two items running"),
+        control.request_park()), daemon=True).start()
+    outcome = h.execute(run_id, control=control, park_grace_s=0.2)
+    assert outcome.outcome == "parked"
+    pids = [int(p) for p in file_lines(h.project / "pids") + file_lines(h.project / "kids")]
+    assert len(pids) == 4  # the third item never started
+    for pid in pids:
+        wait_for(lambda pid=pid: not alive(pid), timeout=10, what=f"item process {pid} gone")
+    # Left pending, like a crash mid-effect: a plain action is not run again.
+    assert h.execute(run_id).outcome == "failed"
+    assert h.row(run_id).error_code == "effect_indeterminate"
