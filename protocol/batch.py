@@ -11,8 +11,9 @@ outlives it, so each leader gets SIGKILL from the kernel if the worker dies
 (``PR_SET_PDEATHSIG``); what else an item started carries the run's marker in
 its environment and is reaped by the runner that takes the run over. The
 batch is part of its action's guarded effect: nothing here is durable.
-Imports ``protocol.spawn``, ``protocol.current``, ``protocol.batchitems`` and
-``protocol.definitions.graph``; never ``worker`` or ``supervisor``.
+Imports ``protocol.spawn``, ``protocol.states``, ``protocol.current``,
+``protocol.batchitems`` and ``protocol.definitions.graph``; never ``worker`` or
+``supervisor``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .batchitems import (
 from .current import current_context
 from .definitions.graph import NodeContext
 from .spawn import DEVNULL, PIPE, Popen, TimeoutExpired, signal_group, spawn
+from .states import Outcome
 
 # How long a timed-out or stopped item gets after SIGTERM before its group gets SIGKILL:
 # well inside the worker's own grace for a stopped node (worker.nodes.STOP_GRACE_S).
@@ -95,7 +97,7 @@ class _Running:
     started: float
     out: _Capture
     err: _Capture
-    reason: Status | None = None  # timed_out or cancelled, once it is being stopped
+    reason: Outcome | None = None  # TIMED_OUT or CANCELLED, once it is being stopped
     term_at: float | None = None
     ended: float | None = None
     extra: list[threading.Thread] = field(default_factory=list)
@@ -166,7 +168,7 @@ class _Batch:
             return
         timeout = item.item.timeout_s
         if item.reason is None and timeout is not None and now - item.started >= timeout:
-            item.reason, item.term_at, item.ended = "timed_out", now, now
+            item.reason, item.term_at, item.ended = Outcome.TIMED_OUT, now, now
             signal_group(item.proc, signal.SIGTERM)
         elif item.term_at is not None and now - item.term_at >= ITEM_STOP_GRACE_S:
             signal_group(item.proc, signal.SIGKILL)
@@ -184,10 +186,10 @@ class _Batch:
         common: dict[str, Any] = {"out": bytes(item.out.kept), "err": bytes(item.err.kept),
                                   "truncated": truncated, "duration": ended - item.started}
         timeout = item.item.timeout_s
-        if item.reason == "timed_out":
+        if item.reason == Outcome.TIMED_OUT:
             result = _result("timed_out", **common,
                              error=f"the command did not finish within {timeout:g} s")
-        elif item.reason == "cancelled":
+        elif item.reason == Outcome.CANCELLED:
             result = _result("cancelled", **common,
                              error="stopped: the node was stopped (cancel, park or timeout)")
         elif code == 0:
@@ -204,7 +206,7 @@ class _Batch:
         now = time.monotonic()
         for item in self.running:
             if item.reason is None:
-                item.reason, item.ended = "cancelled", now
+                item.reason, item.ended = Outcome.CANCELLED, now
             signal_group(item.proc, signal.SIGTERM)
         deadline = now + ITEM_STOP_GRACE_S
         for item in list(self.running):
