@@ -31,6 +31,7 @@ from .batchitems import (
     DEFAULT_BATCH_CONCURRENCY,
     DEFAULT_BATCH_OUTPUT_BYTES,
     BatchItem,
+    ItemArg,
     check_batch,
 )
 from .current import current_context
@@ -218,7 +219,7 @@ class _Batch:
             self._finish(item)
 
 
-def run_command_batch(items: Sequence[Any], *, concurrency: int = DEFAULT_BATCH_CONCURRENCY,
+def run_command_batch(items: Sequence[ItemArg], *, concurrency: int = DEFAULT_BATCH_CONCURRENCY,
                       timeout: float | None = None,
                       max_output_bytes: int = DEFAULT_BATCH_OUTPUT_BYTES,
                       ctx: NodeContext | None = None) -> list[CommandResult]:

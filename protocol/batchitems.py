@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 MAX_BATCH_ITEMS = 64
 MAX_BATCH_CONCURRENCY = 8
@@ -25,6 +25,8 @@ DEFAULT_BATCH_CONCURRENCY = 4
 # effect record.
 DEFAULT_BATCH_OUTPUT_BYTES = 65_536
 ITEM_KEYS = ("command", "cwd", "env", "stdin", "timeout")
+# What an author passes as one item: a shell string, an argv list, or a dict of ITEM_KEYS.
+ItemArg: TypeAlias = str | Sequence[str | os.PathLike[str]] | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
