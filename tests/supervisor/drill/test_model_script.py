@@ -153,3 +153,9 @@ def test_a_long_lived_server_keeps_only_the_newest_requests() -> None:
         assert [r.index for r in model.requests] == [4, 5]
         assert model.completion_count == 3
         model.check()
+
+
+def test_the_shipped_example_script_loads() -> None:
+    example = Path(__file__).resolve().parents[3] / "examples" / "summarize.model.json"
+    replies = load_script(example)
+    assert [next(iter(r)) for r in replies] == ["tool", "submit"]
