@@ -122,17 +122,21 @@ class _Batch:
         self.concurrency, self.limit, self.stop = concurrency, limit, stop
 
     def run(self) -> list[CommandResult]:
-        while self.pending or self.running:
-            if self.stop.is_set():
-                self._stop_all()
-                break
-            while self.pending and len(self.running) < self.concurrency:
-                self._start(self.pending.popleft())
-            now = time.monotonic()
-            for item in list(self.running):
-                self._look_at(item, now)
-            if self.running:
-                self.stop.wait(POLL_S)  # a stop wakes it at once
+        try:
+            while self.pending or self.running:
+                if self.stop.is_set():
+                    self._stop_all()
+                    break
+                while self.pending and len(self.running) < self.concurrency:
+                    self._start(self.pending.popleft())
+                now = time.monotonic()
+                for item in list(self.running):
+                    self._look_at(item, now)
+                if self.running:
+                    self.stop.wait(POLL_S)  # a stop wakes it at once
+        except BaseException:
+            self._stop_all()  # no item outlives a batch that failed (no thread left, say)
+            raise
         for waiting in self.pending:
             self.results[waiting.index] = _result(
                 "cancelled", error="not started: the node was stopped (cancel, park or"
@@ -154,13 +158,18 @@ class _Batch:
                 "failed", duration=time.monotonic() - started,
                 error=f"could not start: {exc.strerror or exc}{where}")
             return
-        assert proc.stdout is not None and proc.stderr is not None
-        running = _Running(item, proc, started, _Capture(proc.stdout, self.limit),
-                           _Capture(proc.stderr, self.limit))
-        if item.stdin is not None:
-            feeder = threading.Thread(target=_feed, args=(proc, item.stdin), daemon=True)
-            feeder.start()
-            running.extra.append(feeder)
+        try:
+            assert proc.stdout is not None and proc.stderr is not None
+            running = _Running(item, proc, started, _Capture(proc.stdout, self.limit),
+                               _Capture(proc.stderr, self.limit))
+            if item.stdin is not None:
+                feeder = threading.Thread(target=_feed, args=(proc, item.stdin), daemon=True)
+                feeder.start()
+                running.extra.append(feeder)
+        except BaseException:
+            signal_group(proc, signal.SIGKILL)  # started, but cannot be watched
+            proc.wait()
+            raise
         self.running.append(running)
 
     def _look_at(self, item: _Running, now: float) -> None:

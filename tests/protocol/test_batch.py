@@ -241,6 +241,26 @@ def test_a_stop_ends_every_items_group_and_cancels_the_rest(tmp_path: Path) -> N
         wait_for(lambda pid=pid: not alive(pid), timeout=10, what=f"item process {pid} gone")
 
 
+def test_a_batch_that_breaks_midway_leaves_no_item_running(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pi_workflows.protocol import batch
+
+    made: list[int] = []
+    real = batch._Capture
+
+    def capture(stream: Any, limit: int) -> Any:
+        made.append(1)
+        if len(made) == 5:  # the third item's stdout: as if no thread could start
+            raise RuntimeError("can't start new thread")
+        return real(stream, limit)
+
+    monkeypatch.setattr(batch, "_Capture", capture)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        run_command_batch([ITEM] * 3, concurrency=3, ctx=_ctx(tmp_path))
+    for proc in psutil.process_iter(["cwd"]):
+        assert not (proc.info["cwd"] or "").startswith(str(tmp_path)) or not alive(proc.pid)
+
+
 BATCH_FLOW = """
 from pi_workflows import run_command_batch
 
