@@ -4,7 +4,8 @@ This top-level package is the one short import for workflow authors
 (``from pi_workflows import define_workflow, compute, edge, ...``); the
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
-``protocol.definitions.graph`` and ``protocol.definitions.define`` only and must not import
+``protocol.definitions.graph`` and ``protocol.definitions.define`` (and
+``run_command_batch`` from ``protocol.batch``) only and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
