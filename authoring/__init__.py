@@ -5,7 +5,8 @@ This top-level package is the one short import for workflow authors
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
 the definition modules (``graph``, ``define``, ``compose``, ``decisions``,
-``decisions_agent``, ``verdicts``, ``progress``) only and must not import
+``decisions_agent``, ``verdicts``, ``progress``) and ``protocol.batch`` only
+and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
 not pay for the definition model it does not use.
@@ -16,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .protocol.batch import run_command_batch
     from .protocol.definitions.compose import include, included_result
     from .protocol.definitions.decisions import (
         choice,
@@ -70,6 +72,7 @@ __all__ = [
     "included_result",
     "notify",
     "parse_line",
+    "run_command_batch",
     "shell",
     "snapshot",
     "switch",
@@ -85,6 +88,7 @@ _ELSEWHERE = {"include": ".protocol.definitions.compose",
               "human_decision": ".protocol.definitions.decisions",
               "human_decision_edge": ".protocol.definitions.decisions",
               "text_input": ".protocol.definitions.decisions",
+              "run_command_batch": ".protocol.batch",
               "Replace": ".protocol.definitions.verdicts"}
 
 

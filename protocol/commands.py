@@ -109,6 +109,7 @@ COMMANDS: tuple[CommandEntry, ...] = (
     CommandEntry("delete", "delete", "Delete one run that has ended: its rows and bundle."),
     CommandEntry("doctor", "doctor", "Check Python, Pi, the store, permissions, host and disk."),
     CommandEntry("drill", "drill", "Run a seeded kill -9 drill in a scratch project."),
+    CommandEntry("model", "model", "Serve a scripted model to try agent steps offline."),
     CommandEntry("paths", "paths", "Show where a project's store, bundles, lock and logs are."),
 )
 

@@ -13,6 +13,7 @@ import hashlib
 import threading
 from typing import Any, Protocol
 
+from ..protocol.current import call_in_node
 from ..protocol.definitions.graph import (
     ActionNode,
     AgentNode,
@@ -156,7 +157,8 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
         fn = node.fn
 
         def execute() -> NodeOutcome:
-            done = run_callable(lambda: fn(ctx), watch, timeout_s)
+            # The node's context is the thread's current one: run_command_batch finds it.
+            done = run_callable(lambda: call_in_node(ctx, fn), watch, timeout_s)
             if isinstance(ctx.updates, AttemptUpdates):
                 ctx.updates.flush()  # its last progress, before its effect is recorded
             return done

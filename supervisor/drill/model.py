@@ -86,9 +86,14 @@ class ScriptedModel:
     """The server: ``with ScriptedModel(script) as model`` (or ``start()``/``stop()``)."""
 
     def __init__(self, script: Script = (), *, model_id: str = "scripted-model",
-                 host: str = "127.0.0.1") -> None:
+                 host: str = "127.0.0.1", port: int = 0, max_log: int | None = None) -> None:
         self.model_id = model_id
         self._host = host
+        self._port = port  # 0: a free one
+        # Requests kept in the log (None: all): a long-lived server keeps the newest only.
+        self._max_log = max_log
+        self._received = 0
+        self._completion_count = 0
         self._lock = threading.Condition()
         self._function: Callable[[Request], Reply | None] | None = None
         self._queue: deque[Reply] = deque()
@@ -107,7 +112,7 @@ class ScriptedModel:
     def start(self) -> ScriptedModel:
         if self._httpd is not None:
             raise RuntimeError("ScriptedModel already started")
-        self._httpd = ModelServer((self._host, 0), self)
+        self._httpd = ModelServer((self._host, self._port), self)
         self._thread = threading.Thread(target=self._httpd.serve_forever,
                                         kwargs={"poll_interval": WAKE_S},
                                         name=f"scripted-model:{self.port}", daemon=True)
@@ -184,6 +189,12 @@ class ScriptedModel:
         return [r for r in self.requests if r.method == "POST" and r.path == COMPLETIONS_PATH]
 
     @property
+    def completion_count(self) -> int:
+        """How many completion requests arrived in all (the log may keep fewer)."""
+        with self._lock:
+            return self._completion_count
+
+    @property
     def problems(self) -> list[str]:
         """What went wrong on the server's side: script exhausted, bad requests, ..."""
         with self._lock:
@@ -230,9 +241,12 @@ class ScriptedModel:
 
     def log_request(self, method: str, path: str, headers: dict[str, str], body: Any) -> Request:
         with self._lock:
-            request = Request(len(self._requests), method, path, headers, body,
-                              time.monotonic())
+            request = Request(self._received, method, path, headers, body, time.monotonic())
+            self._received += 1
+            self._completion_count += method == "POST" and path == COMPLETIONS_PATH
             self._requests.append(request)
+            if self._max_log is not None and len(self._requests) > self._max_log:
+                del self._requests[0]
             self._lock.notify_all()
         return request
 
