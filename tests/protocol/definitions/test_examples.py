@@ -19,12 +19,44 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 OK = {"outcome": "ok", "errorCode": None, "error": None}
 
 
-@pytest.mark.parametrize("name", ["pipeline", "review", "summarize"])
+NAMES = sorted(p.name.removesuffix(".workflow.py") for p in EXAMPLES.glob("*.workflow.py"))
+DOCS = EXAMPLES.parent / "docs" / "workflows.md"
+
+
+def test_every_feature_of_the_vocabulary_has_its_example() -> None:
+    assert set(NAMES) >= {"pipeline", "review", "summarize", "compose", "review-step",
+                          "triage", "approve", "progress", "batch", "todos"}
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_example_loads(name: str) -> None:
     loaded = load_workflow_file(EXAMPLES / f"{name}.workflow.py")
     assert loaded.name == name
     assert loaded.digest == definition_digest(loaded.workflow)
     assert loaded.workflow.description
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_is_in_the_examples_list_of_the_docs(name: str) -> None:
+    examples = DOCS.read_text().split("\n## Examples\n", 1)[1].split("\n## ", 1)[0]
+    assert f"- `{name}.workflow.py`" in examples
+
+
+def test_todos_counts_and_presents() -> None:
+    wf = load_workflow_file(EXAMPLES / "todos.workflow.py").workflow
+    node = wf.nodes["count"]
+    ctx = make_ctx(input={"dir": "src"})
+    raw = {"exitCode": 0, "stdout": "src/a.py:2\nsrc/b.py:1\nsrc/c.py:0\n", "stderr": "",
+           "truncated": False}
+    found = node.parse(raw, ctx)  # type: ignore[union-attr, misc]
+    assert found == {"dir": "src", "total": 3, "files": 2,
+                     "top": [{"path": "src/a.py", "lines": 2}, {"path": "src/b.py", "lines": 1}]}
+    prompt = wf.presentation_prompt({"outputs": {"count": found}})  # type: ignore[operator]
+    assert "3 TODO or FIXME lines in 2 files" in prompt
+    none = node.parse({**raw, "exitCode": 1, "stdout": ""}, ctx)  # type: ignore[union-attr, misc]
+    assert "no TODO or FIXME" in wf.presentation_prompt({"outputs": {"count": none}})  # type: ignore[operator]
+    with pytest.raises(ValueError, match="grep could not search 'src'"):
+        node.parse({**raw, "exitCode": 2, "stderr": "grep: src: gone\n"}, ctx)  # type: ignore[union-attr, misc]
 
 
 def test_pipeline_routes_failures() -> None:
