@@ -3,14 +3,17 @@
 Owns the workflows (a compute chain with a guarded shell effect, a loop that
 routes on ``$result.outcome`` around a shell effect, a checkpoint the drill
 answers, a session run with notifications, an agent step through the real
-Pi) and the launches: detached runs for the host (``run --detach``), session
-runs on a pseudo-terminal (``run --session``), deferred launches (``start``
-then ``activate``), launches doomed to fail (their workflow file changes
-between ``start`` and ``activate``, so activation records ``failed`` and a
-follow-up for the session), answers and ``sync`` catch-ups, whose
-deliveries are journalled so the checker can see a message delivered twice
-or never. Every shell
-effect appends ``<run> <node> <pass>`` to the ledger outside the bundles.
+Pi, a composed graph whose included child holds an effect and two exits, a
+human decision the drill and the host's ``on_timeout`` race to answer, and
+progress updates from shell lines and an action) and the launches:
+detached runs for the host (``run --detach``), session runs on a
+pseudo-terminal (``run --session``), deferred launches (``start`` then
+``activate``), launches doomed to fail (their workflow file changes between
+``start`` and ``activate``, so activation records ``failed`` and a follow-up
+for the session), answers and ``sync`` catch-ups, whose deliveries are
+journalled so the checker can see a message delivered twice or never. Every
+shell effect appends ``<run> <node> <pass>`` to the ledger outside the
+bundles.
 Imports ``supervisor.drill.scratch`` and ``protocol``; never the worker.
 """
 
@@ -32,8 +35,9 @@ from .scratch import Scratch, write_private
 
 COMMON = '''
 import time
-from pi_workflows import (agent, checkpoint, compute, define_workflow, edge, notify, shell,
-                          switch)
+from pi_workflows import (action, agent, checkpoint, choice, compute, define_workflow, edge,
+                          human_decision, human_decision_edge, include, notify, parse_line,
+                          shell, switch, text_input)
 
 
 def pause(seconds):
@@ -49,8 +53,10 @@ def pause(seconds):
 
 
 def effect(ctx):
-    # A guarded effect: one ledger line per (run, node, pass), never two.
-    line = f"{ctx.run_id} {ctx.node_id} {ctx.outputs.get('count', {}).get('i', 0)}"
+    # A guarded effect: one ledger line per (run, node, pass), never two. Inside an
+    # include the node's id in the run (its effect record's) is mount/local.
+    node = f"{ctx.mount}/{ctx.node_id}" if ctx.mount else ctx.node_id
+    line = f"{ctx.run_id} {node} {ctx.outputs.get('count', {}).get('i', 0)}"
     return ["sh", "-c", 'sleep 0.1; echo "$1" >> "$2"', "effect", line,
             str(ctx.project_dir / "ledger.txt")]
 '''
@@ -108,6 +114,83 @@ workflow = define_workflow(
     edges=[edge("warm", "plan"), edge("plan", "fx")],
 )
 ''',
+    # Included by ``composed``: an effect inside a mount and two named exits.
+    "part": COMMON + '''
+workflow = define_workflow(
+    start_at="work",
+    nodes=[compute("work", pause(0.2)), shell("fx", effect),
+           compute("passed", lambda ctx: {"ok": True, "n": ctx.input["n"]}),
+           compute("failed", lambda ctx: {"ok": False})],
+    edges=[edge("work", "fx"),
+           # An indeterminate effect (a kill mid-effect) leaves by the other exit.
+           switch("fx", "$result.outcome", {"ok": "passed"}, default="failed")],
+    exits={"passed": "passed", "failed": "failed"},
+    max_steps=10,
+)
+''',
+    "composed": COMMON + '''
+workflow = define_workflow(
+    title=lambda value: "composed drill run",
+    start_at="pre",
+    nodes=[compute("pre", pause(0.2), status_detail="warming up"),
+           include("part.workflow.py", input=lambda ctx: {"n": 1}, as_="part"),
+           shell("fx", effect),
+           compute("end", lambda ctx: {"via": "passed"}),
+           compute("alt", lambda ctx: {"via": "failed"})],
+    edges=[edge("pre", "part"), edge("part.passed", "fx"), edge("part.failed", "alt"),
+           edge("fx", "end")],
+)
+''',
+    # A human decision the drill answers "yes" -- or the host answers "no" first, when
+    # its short timeout passes: the two race, and exactly one continuation may win.
+    "decide": COMMON + '''
+workflow = define_workflow(
+    start_at="prep",
+    nodes=[compute("prep", pause(0.2)),
+           human_decision("ask", question="go on?",
+                          choices=[choice("yes"), choice("no", input={"why": "late"}),
+                                   text_input("other", "say what", max_length=40)],
+                          on_timeout="no", timeout=4),
+           shell("fx", effect), compute("end", lambda ctx: {"answer": ctx.answer}),
+           compute("stop", lambda ctx: {"stopped": ctx.outputs["ask"]["choice"]})],
+    edges=[edge("prep", "ask"),
+           human_decision_edge("ask", {"yes": "fx", "no": "stop", "other": "stop"}),
+           edge("fx", "end")],
+)
+''',
+    # Progress: a shell node's lines become updates, an action publishes its own.
+    "progress": COMMON + '''
+def progress_line(line):
+    if line.startswith("done "):
+        done, total = line.split()[1].split("/")
+        return {"progress": {"done": int(done), "total": int(total)}}
+    return None
+
+
+def lines(ctx):
+    # Every guarded effect leaves its ledger line, this one after its progress lines.
+    line = effect(ctx)[4]
+    return ["sh", "-c", 'for i in 1 2 3 4 5; do sleep 0.08; echo "done $i/5"; done;'
+            ' echo "$1" >> "$2"', "lines", line, str(ctx.project_dir / "ledger.txt")]
+
+
+def steps(ctx):
+    for i in range(1, 6):
+        ctx.publish_update({"progress": {"done": i, "total": 5}, "message": f"part {i}"})
+        time.sleep(0.05)
+    with open(ctx.project_dir / "ledger.txt", "a") as fh:  # a guarded effect's line
+        fh.write(effect(ctx)[4] + "\\n")
+    return {"parts": 5}
+
+
+workflow = define_workflow(
+    start_at="lines",
+    nodes=[shell("lines", lines, updates=parse_line(progress_line),
+                 parse=lambda result, ctx: {"lines": len(result["stdout"].splitlines())}),
+           action("publish", steps), shell("fx", effect)],
+    edges=[edge("lines", "publish"), edge("publish", "fx")],
+)
+''',
 }
 # A one-node workflow; its file is edited after ``start`` (see ``Launcher.doomed``).
 DOOMED = """
@@ -116,7 +199,7 @@ from pi_workflows import compute, define_workflow
 workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"one": 1})])
 """
 RUN_LINE = re.compile(r"run ([A-Za-z0-9][A-Za-z0-9._-]*) \(")
-DETACHED = ("chain", "loop", "gate")
+DETACHED = ("chain", "loop", "gate", "composed", "decide", "progress")
 
 
 def write_workflows(scratch: Scratch, agents: bool) -> list[str]:
