@@ -31,7 +31,7 @@ from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.paths import project_key
 from pi_workflows.protocol.pibin import SESSION_FILE
 from pi_workflows.protocol.wire import MARKER_ENV, parse_marker
-from pi_workflows.supervisor.drill.pienv import ATTEMPT, scrub_env
+from pi_workflows.supervisor.model.pienv import ATTEMPT, scrub_env
 
 from .harness import HarnessError, Project, poll, read_json, wait_for
 from .pi_env import PiEnv, make_pi_env, pi_binary

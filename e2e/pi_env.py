@@ -10,7 +10,7 @@ settings or provider API keys); ``pi_binary`` finds the pinned Pi and fails (nev
 skips) when it is missing or another version; ``PiRpc`` runs ``pi --mode rpc``,
 reads its stdout split on ``\\n`` only, matches responses by id, and shuts it down
 the safe way (SIGTERM, wait, then stdin EOF, then SIGKILL of its group). Imports
-the standard library and the agent-directory files of ``supervisor.drill.pienv``.
+the standard library and the agent-directory files of ``supervisor.model.pienv``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pi_workflows.supervisor.drill.pienv import models_config, settings_config
+from pi_workflows.supervisor.model.pienv import models_config, settings_config
 
 REPO = Path(__file__).resolve().parents[1]
 PI_PACKAGE = "@mariozechner/pi-coding-agent"

@@ -134,8 +134,11 @@ def test_a_drill_forced_to_kill_in_session_pis_mid_step_finds_no_violation(
     assert len(applied) >= 3 and all(f["target"].startswith("pi session ") for f in applied)
     assert counts["violations"]["step_accepted_twice"] == 0
     assert counts["violations"]["turn_sent_twice"] == 0
-    # Nothing failed but the doomed launches: a killed Pi session fails no run.
-    assert set(counts["errorCodes"]) <= {"source_changed"}, counts
+    # Nothing failed but the doomed launches: a killed Pi session fails no run. A run
+    # ends cancelled only where a session's own model was drawn to cancel it.
+    assert set(counts["errorCodes"]) <= {"source_changed", "cancelled"}, counts
+    assert counts["errorCodes"].get("cancelled", 0) <= in_session.get(
+        "insession:think:cancel", 0), counts
     # The Pi sessions are there to read: at least one step reached its conversation.
     sessions = list((scratch / ".drill" / "pi-sessions").rglob("*.jsonl"))
     assert sessions and any('"kind":"step"' in p.read_text() for p in sessions)

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pi_workflows.supervisor.drill.model_serve import READY
-from pi_workflows.supervisor.drill.pienv import scrub_env
+from pi_workflows.supervisor.model.pienv import scrub_env
+from pi_workflows.supervisor.model.serve import READY
 
 from tests.helpers.processes import reap
 

@@ -4,7 +4,8 @@ The package owns the scratch project the drill creates (``scratch``), the
 workflows and launches it runs (``workload``), the faults it injects
 (``faults``), what it reads back from durable state (``durable``), the
 invariants it checks (``checker``), the report (``report``), the loop that
-ties them together (``runner``) and, for agent steps, the scripted model
-(``model``, ``pienv``). Its modules import ``protocol`` and the supervisor's
-host finder and reaper; never the worker, never tests.
+ties them together (``runner``) and, for agent steps, what the scripted model
+(``supervisor.model``) answers a drill's Pi (``pienv``). Its modules import
+``protocol``, the scripted model and the supervisor's host finder and reaper;
+never the worker, never tests.
 """

@@ -27,14 +27,15 @@ from pathlib import Path
 from ...protocol.bundle import Bundle
 from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
+from ..model.pienv import scrub_env, write_agent_dir
+from ..model.scripted import ScriptedModel
 from .checker import Violation, check
 from .clockstep import ClockStepper
 from .durable import collect, marked_processes
 from .faults import NEEDS_MOUNT, Injector, plan
 from .hosts import Hosts
 from .insession import InSession, pi_workflows_bin
-from .model import ScriptedModel
-from .pienv import drill_reply, scrub_env, write_agent_dir
+from .pienv import drill_reply
 from .report import Report
 from .scratch import DRILL_SETTINGS, Scratch
 from .workload import DETACHED, Launcher, write_workflows

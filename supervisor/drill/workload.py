@@ -35,9 +35,9 @@ from .scratch import Scratch, write_private
 
 COMMON = '''
 import time
-from pi_workflows import (action, agent, checkpoint, choice, compute, define_workflow, edge,
-                          human_decision, human_decision_edge, include, notify, parse_line,
-                          shell, switch, text_input)
+from pi_workflows import (action, agent, checkpoint, choice, compute, decision, decision_edge,
+                          define_workflow, edge, human_decision, human_decision_edge, include,
+                          notify, parse_line, shell, switch, text_input)
 
 
 def pause(seconds):
@@ -110,8 +110,10 @@ workflow = define_workflow(
     nodes=[compute("warm", pause(0.1)),
            agent("plan", "Say ok for the drill",
                  expected_output={"type": "object", "required": ["ok"]}, timeout=60),
-           shell("fx", effect)],
-    edges=[edge("warm", "plan"), edge("plan", "fx")],
+           decision("pick", question="Go on or stop?", choices=["go", "stop"], timeout=60),
+           shell("fx", effect), compute("stop", lambda ctx: {"stopped": True})],
+    edges=[edge("warm", "plan"), edge("plan", "pick"),
+           decision_edge("pick", {"go": "fx", "stop": "stop"})],
 )
 ''',
     # Included by ``composed``: an effect inside a mount and two named exits.

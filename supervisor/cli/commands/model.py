@@ -2,9 +2,9 @@
 
 Owns parsing ``model serve``'s options (the script file, the port, where
 the Pi agent directory for it goes: by default the project's state
-directory) and printing its last line; serving is ``supervisor.drill.model_serve``.
+directory) and printing its last line; serving is ``supervisor.model.serve``.
 ``register(app)`` adds the command. Imports typer, ``protocol.errors``, the
-CLI's options and the drill's model server; must not import the worker or
+CLI's options and the scripted model server; must not import the worker or
 another command module.
 """
 
@@ -47,7 +47,7 @@ def model_command(
     """
     if action not in ACTIONS:
         raise UsageError(f"model {action}: unknown action; use {', '.join(ACTIONS)}")
-    from ...drill.model_serve import AGENT_DIR_NAME, serve
+    from ...model.serve import AGENT_DIR_NAME, serve
 
     if agent_dir is None:
         _, paths = project_context(project)

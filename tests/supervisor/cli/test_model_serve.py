@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_workflows.supervisor.drill.model_serve import READY
+from pi_workflows.supervisor.model.serve import READY
 from pi_workflows.worker.agent import with_contract
 
 from tests.helpers.processes import reap

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from pi_workflows.supervisor.drill.insession import PiSession, start_prompt
-from pi_workflows.supervisor.drill.model import Request, Text, ToolCalls
 from pi_workflows.supervisor.drill.pienv import drill_reply
+from pi_workflows.supervisor.model.scripted import Request, Text, ToolCalls
 from pi_workflows.worker.agent import with_contract
 
 pytestmark = pytest.mark.timeout(30)
@@ -45,7 +45,8 @@ def test_a_session_of_the_drills_own_starts_the_workflow_then_submits_its_step()
     # A retry's note names the interrupted attempt after the contract: the contract counts.
     retry = step("plan-2-bbbbbb", interrupted="plan-2-aaaaaa")
     assert arguments(drill_reply(request(prompt, tool, retry))) == {
-        "action": "submit", "step": "plan", "attempt": "plan-2-bbbbbb", "output": {"ok": True}}
+        "action": "submit", "step": "plan", "attempt": "plan-2-bbbbbb",
+        "output": {"ok": True, "route": "go"}}
     # A later turn (a report) is answered with text: no submit of an old step.
     report = user("pi-workflows: run R (think) completed.")
     assert isinstance(drill_reply(request(prompt, tool, retry, tool, report)), Text)

@@ -9,19 +9,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_workflows.supervisor.drill.model import (
-    HttpError,
-    Request,
-    ScriptedModel,
-    Text,
-    ToolCalls,
-)
-from pi_workflows.supervisor.drill.model_script import (
+from pi_workflows.supervisor.model.script import (
     REJECTED_TEXT,
     ScriptError,
     load_script,
     offline_output,
     serve_script,
+)
+from pi_workflows.supervisor.model.scripted import (
+    HttpError,
+    Request,
+    ScriptedModel,
+    Text,
+    ToolCalls,
 )
 from pi_workflows.worker.agent import with_contract
 

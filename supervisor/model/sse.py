@@ -5,7 +5,7 @@ objects in a chunked HTTP body, the way Pi's ``openai-completions`` provider
 reads it: role, text or ``tool_calls`` deltas, the ``finish_reason`` chunk, a
 usage chunk, ``data: [DONE]``), the splitting of tool-call arguments into
 pieces, and ``Disconnected`` (the client went away while we wrote). Imports
-the standard library, ``model_replies`` and ``model_log``; never ``model``
+the standard library, ``replies`` and ``requestlog``; never ``scripted``
 or the worker.
 """
 
@@ -16,8 +16,8 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from .model_log import Request
-from .model_replies import ToolCall
+from .replies import ToolCall
+from .requestlog import Request
 
 
 class Disconnected(Exception):

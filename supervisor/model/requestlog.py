@@ -2,11 +2,11 @@
 
 Owns ``Request`` (one request as the server received it, and how it was
 answered), ``message_text``, and ``ModelBackend``: the small interface the
-HTTP side (``model_http``, ``model_sse``) uses to record a request, take the
+HTTP side (``httpserver``, ``sse``) uses to record a request, take the
 script's next reply, name it, finish it and report a problem, which
 ``model.ScriptedModel`` implements. With it the HTTP side never imports the
 scripting API, so the model's modules import each other without a circle.
-Imports the standard library and ``model_replies``.
+Imports the standard library and ``replies``.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .model_replies import Reply
+from .replies import Reply
 
 
 @dataclass

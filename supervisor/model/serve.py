@@ -1,13 +1,13 @@
 """``pi-workflows model serve``: the scripted model, served until a stop signal.
 
-Owns starting the drill's scripted model (``drill.model``) on 127.0.0.1 with
-a script (``drill.model_script``), writing a Pi agent directory that points
-at it (``drill.pienv``; an existing directory is used only if it holds no
+Owns starting the scripted model (``model.scripted``) on 127.0.0.1 with
+a script (``model.script``), writing a Pi agent directory that points
+at it (``model.pienv``; an existing directory is used only if it holds no
 ``models.json`` or ``settings.json`` of someone else's), printing what to
 set (the URL, the agent directory and ``PI_WORKFLOWS_PI_AGENT_DIR``, the
 ``models.json`` entry for a Pi setup of your own), and waiting for SIGINT or
 SIGTERM (recorded by a wakeup fd, nothing else) to stop it cleanly. Imports
-``protocol.errors``, ``protocol.paths`` and the drill's model modules; never
+``protocol.errors``, ``protocol.paths`` and the other ``supervisor.model`` modules; never
 the worker.
 """
 
@@ -25,9 +25,9 @@ from typing import Any
 
 from ...protocol.errors import UsageError
 from ...protocol.paths import ensure_private_dir
-from .model import ScriptedModel
-from .model_script import load_script, serve_script
 from .pienv import MODEL_ID, PROVIDER, models_config, write_agent_dir
+from .script import load_script, serve_script
+from .scripted import ScriptedModel
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 AGENT_DIR_NAME = "offline-pi-agent"

@@ -10,8 +10,8 @@ taking one; once the replies run out (or with no file) every workflow
 step gets the default reply, a submission built from the step's output
 schema as its contract states it (``offline_output``); after a rejection the
 default ends the turn with a text instead of submitting the same again. docs/agents.md
-documents the format. Imports ``protocol.errors``, ``drill.model`` and
-``drill.pienv``; never the worker.
+documents the format. Imports ``protocol.errors``, ``model.scripted`` and
+``model.pienv``; never the worker.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol.errors import UsageError
-from .model import HttpError, Reply, Request, Text, ToolCalls, call, message_text
 from .pienv import CONTRACT, step_in_progress
+from .scripted import HttpError, Reply, Request, Text, ToolCalls, call, message_text
 
 MAX_SCRIPT_BYTES = 1 << 20
 MAX_DELAY_S = 60.0

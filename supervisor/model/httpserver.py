@@ -6,8 +6,8 @@ and thread so ``ScriptedModel.stop`` can end them) and ``_Handler`` (routing of
 without credentials, plain and refused answers, and playing each reply kind:
 delays, stalls, resets), with the paths and headers they go by. The script,
 the log and the problems stay with ``ScriptedModel``; the handler reaches
-them through ``model_log.ModelBackend``. Imports the standard library,
-``model_replies``, ``model_log`` and ``model_sse``; never ``model`` or the
+them through ``requestlog.ModelBackend``. Imports the standard library,
+``replies``, ``requestlog`` and ``sse``; never ``scripted`` or the
 worker.
 """
 
@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .model_log import ModelBackend, Request
-from .model_replies import Close, HttpError, Reply, Stall, Text, ToolCalls
-from .model_sse import Disconnected, EventStream
+from .replies import Close, HttpError, Reply, Stall, Text, ToolCalls
+from .requestlog import ModelBackend, Request
+from .sse import Disconnected, EventStream
 
 COMPLETIONS_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"

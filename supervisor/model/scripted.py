@@ -11,9 +11,9 @@ model saw. It lives in the product so ``pi-workflows drill`` can run agent
 steps through the real Pi without any network; ``e2e/scripted_model.py``
 re-exports it for the unit tests, the e2e drills and the bench. This module
 is the scripting API (``ScriptedModel``, ``Request``, ``message_text``; the
-reply kinds are ``model_replies``, re-exported here); the HTTP side is
-``model_http``, the stream's encoding ``model_sse``, the request log's
-record ``model_log`` (with ``ModelBackend``, the calls the HTTP side makes on
+reply kinds are ``replies``, re-exported here); the HTTP side is
+``httpserver``, the stream's encoding ``sse``, the request log's
+record ``requestlog`` (with ``ModelBackend``, the calls the HTTP side makes on
 this class). Imports the standard library and those modules only (never the
 worker); none of them imports this one.
 
@@ -42,7 +42,7 @@ When the script runs out the server answers HTTP 500 naming the problem and
 records it in ``problems``; ``check()`` raises if any problem was recorded.
 
     from e2e.pi_env import PiRpc, make_pi_env
-    from pi_workflows.supervisor.drill.model import ScriptedModel, Text, ToolCalls, call
+    from pi_workflows.supervisor.model.scripted import ScriptedModel, Text, ToolCalls, call
 
     script = [ToolCalls(call("read", {"path": "notes.txt"})),  # answers request 1
               Text("The notes say ", "hello.")]                # answers request 2
@@ -71,9 +71,9 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .model_http import COMPLETIONS_PATH, MODELS_PATH, SECRET_HEADERS, WAKE_S, ModelServer
-from .model_log import Request, message_text
-from .model_replies import Close, HttpError, Reply, Stall, Text, ToolCall, ToolCalls, call
+from .httpserver import COMPLETIONS_PATH, MODELS_PATH, SECRET_HEADERS, WAKE_S, ModelServer
+from .replies import Close, HttpError, Reply, Stall, Text, ToolCall, ToolCalls, call
+from .requestlog import Request, message_text
 
 __all__ = ["COMPLETIONS_PATH", "MODELS_PATH", "SECRET_HEADERS", "WAKE_S", "Close", "HttpError",
            "Reply", "Request", "Script", "ScriptedModel", "Stall", "Text", "ToolCall",

@@ -2,9 +2,9 @@
 
 Owns the reply kinds a script is made of (``Text``, ``ToolCall`` and ``call``,
 ``ToolCalls``, ``HttpError``, ``Stall``, ``Close``) and the ``Reply`` union;
-``supervisor.drill.model`` explains how a script uses them and re-exports them.
+``supervisor.model.scripted`` explains how a script uses them and re-exports them.
 A reply is plain data (a ``Stall`` also carries the events a test waits on);
-how it is sent is ``model_http``'s business. Imports the standard library only
+how it is sent is ``httpserver``'s business. Imports the standard library only
 (never the server modules, never the worker).
 """
 
