@@ -144,6 +144,8 @@ def test_duplicate_boundaries_start_once_and_nothing_runs_while_a_turn_is_active
         pi = drill.open()
         assert pi.request({"type": "prompt", "message": "run quick"})["success"]
         stall.wait_reached(STEP_S)
+        # The model's next request can reach the server before Pi's event reaches us.
+        wait_for(lambda: len(_tool_ends(pi)) >= 1, STEP_S, what="the start's tool end")
         run = _tool_ends(pi)[0]["result"]["details"]["runId"]
         # The turn is active: the run stays queued and nothing of it runs.
         assert pi.request({"type": "prompt", "message": "/workflow status"})["success"]
@@ -164,6 +166,7 @@ def test_duplicate_boundaries_start_once_and_nothing_runs_while_a_turn_is_active
         # Another start, and Pi is killed before that turn settles: the run stays queued.
         assert pi.request({"type": "prompt", "message": "again"})["success"]
         stall2.wait_reached(STEP_S)
+        wait_for(lambda: len(_tool_ends(pi)) >= 2, STEP_S, what="the second start's tool end")
         run2 = _tool_ends(pi)[1]["result"]["details"]["runId"]
         session = session_file(pi)
         pi.proc.kill()
