@@ -14,13 +14,14 @@ are only read, never written. Imports protocol modules and ``views.nextcmd``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.bundlewriter import BundleWriter
+from ...protocol.definitions.compose import SEP, enclosing_mounts
 from ...protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ...protocol.definitions.graph import snapshot
 from ...protocol.errors import ClaimLost, UsageError
@@ -33,6 +34,8 @@ from ..views.nextcmd import FAILED_STATUSES, SETTLE_EVENTS, answered_advice, fai
 from ..views.wording import cli
 from .launch import run_source
 
+MOUNT_PASSES = ("include_entered", "include_exited")  # an include's entry or exit passed
+
 
 @dataclass(frozen=True)
 class Carried:
@@ -42,6 +45,8 @@ class Carried:
     results: dict[str, Any]
     steps: int
     last_node: str | None
+    # Each open include's steps of its current invocation (``state.mountSteps``).
+    mount_steps: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class ForkPlan:
                       "startedAt": self.started_at})
         if self.title is not None:
             state["title"] = self.title
+        if self.carried.mount_steps:
+            state["mountSteps"] = self.carried.mount_steps
         return state
 
     def started(self) -> dict[str, Any]:
@@ -142,6 +149,11 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
     cut, before_steps = _cut(events, node)
     steps = int(final.get("steps", 0)) if before_steps is None else before_steps
     redone = {e.get("nodeId") for e in events[cut:] if e["type"] in SETTLE_EVENTS}
+    # An include's entry or exit passed only after the cut is the future: not carried.
+    # (One passed before as well keeps its latest value: the trace has no other.)
+    passed = {e.get("nodeId") for e in events[:cut] if e["type"] in MOUNT_PASSES}
+    redone |= {e.get("nodeId") for e in events[cut:]
+               if e["type"] in MOUNT_PASSES and e.get("nodeId") not in passed}
     outputs = {k: v for k, v in (final.get("outputs") or {}).items() if k not in redone}
     results = {k: v for k, v in (final.get("results") or {}).items() if k not in redone}
     last: str | None = None
@@ -155,7 +167,24 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
         results[last] = payload.get("result")
         if event["type"] == "node_finished":
             outputs[last] = payload.get("output")
-    return Carried(outputs, results, steps, last)
+    return Carried(outputs, results, steps, last, _mount_steps(events[:cut]))
+
+
+def _mount_steps(events: list[dict[str, Any]]) -> dict[str, int]:
+    """``state.mountSteps`` after ``events``, counted as the engine counts them."""
+    counts: dict[str, int] = {}
+    for event in events:
+        kind, payload = event["type"], event.get("payload") or {}
+        if kind in MOUNT_PASSES:
+            mount = str(payload.get("mount"))
+            counts = {k: v for k, v in counts.items()
+                      if k != mount and not k.startswith(mount + SEP)}
+            if kind == "include_entered":
+                counts[mount] = 0
+        elif kind == "node_started" and not payload.get("rerun"):
+            for mount in enclosing_mounts(str(event.get("nodeId"))):
+                counts[mount] = counts.get(mount, 0) + 1
+    return counts
 
 
 def _settled(row: QueueRow, final: RunState, project: Path | None = None) -> None:

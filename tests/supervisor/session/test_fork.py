@@ -293,3 +293,54 @@ def test_a_fork_of_an_answered_checkpoint_points_at_its_continuation_not_at_answ
         _fork(h, parent)
     assert "watch" not in ended.value.message  # it has ended: fork it now
     assert _fork(h, child, "build")  # and the command it names works
+
+
+MOUNTED = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(
+    name="child", start_at="s1", max_steps=2,
+    nodes=[compute("s1", lambda ctx: 1), compute("s2", lambda ctx: 2),
+           compute("s3", lambda ctx: 3)],
+    edges=[edge("s1", "s2"), edge("s2", "s3")],
+    exits={"done": "s3"})
+
+def done(ctx):
+    if (ctx.project_dir / "broken").exists():
+        raise RuntimeError("broken")
+    return ctx.outputs["m.done"]
+
+workflow = define_workflow(
+    start_at="m", nodes=[include(child(), input={}, as_="m"), compute("end", done)],
+    edges=[edge("m.done", "end")],
+)
+"""
+
+
+def test_a_fork_inside_an_include_keeps_its_step_count_and_none_of_its_later_exits(
+        h: Harness) -> None:
+    # The child's max_steps=2 holds for the invocation a fork takes up: s1 counted
+    # before the fork's node, so s2 is the second step and s3 is refused again.
+    h.write("mounted", MOUNTED)
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"
+    assert h.state(run_id)["error"]["message"] == (
+        "include 'm' reached its max_steps=2 before node 'm/s3'")
+    fork = _fork(h, run_id, "m/s2")
+    assert h.state(fork).get("mountSteps") == {"m": 1}
+    assert h.execute(fork).outcome == "failed"
+    assert h.state(fork)["error"]["message"] == (
+        "include 'm' reached its max_steps=2 before node 'm/s3'")
+
+
+def test_a_fork_before_an_include_exit_does_not_carry_the_exit(h: Harness) -> None:
+    h.write("mounted", MOUNTED.replace("max_steps=2", "max_steps=9"))
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"  # at end, after the exit m.done
+    assert "m.done" in h.state(run_id)["outputs"]
+    state = h.state(_fork(h, run_id, "m/s3"))
+    assert sorted(state["outputs"]) == ["m", "m/s1", "m/s2"]  # m.done was passed after m/s3
+    assert sorted(state["results"]) == ["m", "m/s1", "m/s2"]
+    assert state.get("mountSteps") == {"m": 2}
