@@ -47,6 +47,8 @@ class Carried:
     last_node: str | None
     # Each open include's steps of its current invocation (``state.mountSteps``).
     mount_steps: dict[str, int] = field(default_factory=dict)
+    # The answer of the continuation the node ran in (``ctx.answer``), if it ran in one.
+    answer: tuple[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ class ForkPlan:
             state["title"] = self.title
         if self.carried.mount_steps:
             state["mountSteps"] = self.carried.mount_steps
+        if self.carried.answer is not None:
+            state["answer"] = self.carried.answer[0]
         return state
 
     def started(self) -> dict[str, Any]:
@@ -167,7 +171,25 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
         results[last] = payload.get("result")
         if event["type"] == "node_finished":
             outputs[last] = payload.get("output")
-    return Carried(outputs, results, steps, last, _mount_steps(events[:cut]))
+    return Carried(outputs, results, steps, last, _mount_steps(events[:cut]),
+                   _answer(events[:cut]))
+
+
+def _answer(events: list[dict[str, Any]]) -> tuple[Any] | None:
+    """The answer the run ``events`` lead up to was continuing with, if any: a
+    continuation's first node is its answered checkpoint, finished with the answer."""
+    found: tuple[Any] | None = None
+    answered: str | None = None
+    for event in events:
+        kind, payload = event["type"], event.get("payload") or {}
+        if kind == "run_started" and payload.get("parentRunId"):
+            answered = payload.get("startAt")
+        elif kind == "run_started" and not payload.get("forkedFrom"):
+            found = answered = None  # a chain's first run: no answer yet
+        elif kind == "node_finished" and answered is not None \
+                and event.get("nodeId") == answered:
+            found, answered = (payload.get("output"),), None
+    return found
 
 
 def _mount_steps(events: list[dict[str, Any]]) -> dict[str, int]:

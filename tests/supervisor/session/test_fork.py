@@ -344,3 +344,38 @@ def test_a_fork_before_an_include_exit_does_not_carry_the_exit(h: Harness) -> No
     assert sorted(state["outputs"]) == ["m", "m/s1", "m/s2"]  # m.done was passed after m/s3
     assert sorted(state["results"]) == ["m", "m/s1", "m/s2"]
     assert state.get("mountSteps") == {"m": 2}
+
+
+DEPLOY = """
+def deploy(ctx):
+    if (ctx.project_dir / "broken").exists():
+        raise RuntimeError("the deploy is broken")
+    return {"answer": ctx.answer, "approve": ctx.outputs["approve"]}
+
+workflow = define_workflow(
+    start_at="plan",
+    nodes=[compute("plan", lambda ctx: {"service": "api"}),
+           checkpoint("approve", summary="deploy?"),
+           compute("deploy", deploy)],
+    edges=[edge("plan", "approve"), edge("approve", "deploy")],
+)
+"""
+
+
+def test_a_fork_after_an_answered_checkpoint_sees_the_answer_as_the_run_did(
+        h: Harness) -> None:
+    # The fork redoes deploy as the continuation ran it: ctx.answer is still "yes"
+    # (the docs' deploy example reads it to decide); before the checkpoint, no answer.
+    h.write("deploy", DEPLOY)
+    (h.project / "broken").write_text("yes\n")
+    parent = h.launch("deploy")
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "yes")
+    assert h.execute(child).outcome == "failed"
+    (h.project / "broken").unlink()
+    fork = _fork(h, child)  # at deploy
+    assert h.execute(fork).outcome == "completed"
+    assert h.state(fork)["outputs"]["deploy"] == {"answer": "yes", "approve": "yes"}
+    again = _fork(h, fork, "approve")  # the answer came after: the fork waits again
+    assert h.execute(again).outcome == "waiting"
+    assert "answer" not in h.state(again)
