@@ -379,3 +379,20 @@ def test_a_fork_after_an_answered_checkpoint_sees_the_answer_as_the_run_did(
     again = _fork(h, fork, "approve")  # the answer came after: the fork waits again
     assert h.execute(again).outcome == "waiting"
     assert "answer" not in h.state(again)
+
+
+def test_a_fork_from_an_include_starts_it_again_with_only_what_came_before(
+        h: Harness) -> None:
+    # `fork RUN --from m` redoes the whole include: its entry is where the cut is,
+    # so nothing it (or anything after it) recorded is carried, nor counted as steps.
+    h.write("mounted", MOUNTED.replace("max_steps=2", "max_steps=9"))
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"
+    state = h.state(_fork(h, run_id, "m"))
+    assert (state["outputs"], state["results"], state["steps"]) == ({}, {}, 0)
+    assert state.get("mountSteps") is None
+    (h.project / "broken").unlink()
+    run = _fork(h, run_id, "m")
+    assert h.execute(run).outcome == "completed"
+    assert h.state(run)["steps"] == 4
