@@ -109,10 +109,13 @@ class Unqueued:
 def _cut(events: list[dict[str, Any]], node: str) -> tuple[int, int | None]:
     """(index where ``node``'s last attempt began, the steps taken before it), or (len, None)."""
     starts = [i for i, e in enumerate(events)
-              if e["type"] in ("node_started", *MOUNT_PASSES) and e.get("nodeId") == node]
+              if e["type"] == "node_started" and e.get("nodeId") == node]
+    if not starts:  # an include's entry or exit: passed, or its input failed; no step
+        starts = [i for i, e in enumerate(events) if e.get("nodeId") == node
+                  and e["type"] in (*MOUNT_PASSES, "node_failed")]
     if not starts:
         return len(events), None
-    if events[starts[-1]]["type"] in MOUNT_PASSES:  # an include's entry or exit: no step
+    if events[starts[-1]]["type"] != "node_started":
         before = [int(e["payload"].get("step") or 0) for e in events[:starts[-1]]
                   if e["type"] == "node_started"]
         return starts[-1], max(before, default=0)

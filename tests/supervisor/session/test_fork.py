@@ -396,3 +396,39 @@ def test_a_fork_from_an_include_starts_it_again_with_only_what_came_before(
     run = _fork(h, run_id, "m")
     assert h.execute(run).outcome == "completed"
     assert h.state(run)["steps"] == 4
+
+
+AGAIN = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(name="child", start_at="s1", nodes=[compute("s1", lambda ctx: 1)],
+                           exits={"done": "s1"})
+
+def child_input(ctx):
+    if "m.done" in ctx.outputs and (ctx.project_dir / "broken").exists():
+        raise RuntimeError("no input the second time")
+    return {}
+
+workflow = define_workflow(
+    start_at="m",
+    nodes=[include(child(), input=child_input, as_="m"), compute("count", lambda ctx: 1)],
+    edges=[edge("m.done", "count"), edge("count", "m")],
+)
+"""
+
+
+def test_a_fork_from_an_include_whose_entry_failed_starts_at_that_failed_pass(
+        h: Harness) -> None:
+    # The second entry of m failed (its input function raised): its last attempt is
+    # that failure, so the fork carries the first pass and count, and starts m again
+    # (not at its first pass, and not past the end of the run).
+    h.write("again", AGAIN)
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("again")
+    assert h.execute(run_id).outcome == "failed"
+    state = h.state(_fork(h, run_id))  # the default node: m, where the run failed
+    assert (state["forkNode"], state["steps"]) == ("m", 2)
+    # m itself is passed again at once (its input worked out anew): not carried.
+    assert sorted(state["outputs"]) == ["count", "m.done", "m/s1"]
+    assert state["currentNode"] == "m" and "m" not in state["results"]
