@@ -65,8 +65,12 @@ def _shown(value: Any) -> str:
 
 
 def _seconds(value: Any) -> bool:
-    return (not isinstance(value, bool) and isinstance(value, int | float)
-            and math.isfinite(value) and value > 0)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _argv(command: Any, where: str, problems: _Problems) -> list[str] | None:

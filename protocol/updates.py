@@ -33,7 +33,12 @@ class UpdateError(ValueError):
 
 
 def _number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float: no count a bar can show
+        return False
 
 
 def _shown(value: Any) -> str:

@@ -93,9 +93,10 @@ def run_info(state: Mapping[str, Any]) -> RunInfo:
 
 
 def answer(state: Mapping[str, Any]) -> Any:
-    """``ctx.answer``: the answer this continuation carries (a copy), else None."""
-    if state.get("parentRunId") is None:
-        return None
+    """``ctx.answer``: the answer this continuation carries (a copy), else None.
+
+    A fork of a continuation carries the answer its node saw there.
+    """
     return copy.deepcopy(state.get("answer"))
 
 

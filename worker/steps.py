@@ -77,7 +77,8 @@ class _Hooks:
     def _note(self, event_type: str, payload: dict[str, Any]) -> None:
         with self.lock:
             if self.live:
-                self.host.note(event_type, payload, self.ctx.node_id, self.ctx.attempt_id)
+                # The node's own id: inside an include ``ctx.node_id`` is the child's.
+                self.host.note(event_type, payload, self.node.id, self.ctx.attempt_id)
 
     def prompt_sent(self, prompt: str, via: str = "headless") -> None:
         # The bundle keeps a digest, not the prompt: prompts may carry private input.
@@ -185,7 +186,7 @@ def _effect(host: StepHost, node: ActionNode | ShellNode, ctx: NodeContext, watc
                              timeout_s=timeout_s, live=live)
 
     def note(what: str, payload: dict[str, Any]) -> None:
-        host.note("effect_recorded", {"effect": what, **payload}, ctx.node_id, ctx.attempt_id)
+        host.note("effect_recorded", {"effect": what, **payload}, node.id, ctx.attempt_id)
 
     outcome = run_guarded(host.effects, run_id=host.run_id, token=host.token,
                           node_id=node.id, effect_key=f"step-{step}", request=request,
@@ -240,6 +241,6 @@ def _agent(host: StepHost, node: AgentNode, ctx: NodeContext, watch: Watch,
         # (a scripted executor) returns the submission, replaced here.
         output = hooks.output_for(output)
         if hooks.replaced is not None:
-            host.note("agent_output_replaced", {"by": "validate"}, ctx.node_id, ctx.attempt_id)
+            host.note("agent_output_replaced", {"by": "validate"}, node.id, ctx.attempt_id)
     return NodeOutcome(result.outcome, output=output, error_code=result.error_code,
                        error=None if result.error is None else safe_error_message(result.error))

@@ -47,7 +47,7 @@ class ScriptError(UsageError):
 def _delay(raw: Mapping[str, Any], where: str) -> float:
     value = raw.get("delay", 0)
     if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not (math.isfinite(value) and 0 <= value <= MAX_DELAY_S):
+            or not (0 <= value <= MAX_DELAY_S and math.isfinite(value)):  # ints: no overflow
         raise ScriptError(f"{where}: delay must be 0 to {MAX_DELAY_S:g} seconds, got {value!r}")
     return float(value)
 

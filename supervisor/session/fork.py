@@ -14,13 +14,14 @@ are only read, never written. Imports protocol modules and ``views.nextcmd``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.bundlewriter import BundleWriter
+from ...protocol.definitions.compose import SEP, enclosing_mounts
 from ...protocol.definitions.discovery import LoadedWorkflow, WorkflowLoadError, load_workflow_file
 from ...protocol.definitions.graph import snapshot
 from ...protocol.errors import ClaimLost, UsageError
@@ -33,6 +34,8 @@ from ..views.nextcmd import FAILED_STATUSES, SETTLE_EVENTS, answered_advice, fai
 from ..views.wording import cli
 from .launch import run_source
 
+MOUNT_PASSES = ("include_entered", "include_exited")  # an include's entry or exit passed
+
 
 @dataclass(frozen=True)
 class Carried:
@@ -42,6 +45,10 @@ class Carried:
     results: dict[str, Any]
     steps: int
     last_node: str | None
+    # Each open include's steps of its current invocation (``state.mountSteps``).
+    mount_steps: dict[str, int] = field(default_factory=dict)
+    # The answer of the continuation the node ran in (``ctx.answer``), if it ran in one.
+    answer: tuple[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,10 @@ class ForkPlan:
                       "startedAt": self.started_at})
         if self.title is not None:
             state["title"] = self.title
+        if self.carried.mount_steps:
+            state["mountSteps"] = self.carried.mount_steps
+        if self.carried.answer is not None:
+            state["answer"] = self.carried.answer[0]
         return state
 
     def started(self) -> dict[str, Any]:
@@ -99,8 +110,15 @@ def _cut(events: list[dict[str, Any]], node: str) -> tuple[int, int | None]:
     """(index where ``node``'s last attempt began, the steps taken before it), or (len, None)."""
     starts = [i for i, e in enumerate(events)
               if e["type"] == "node_started" and e.get("nodeId") == node]
+    if not starts:  # an include's entry or exit: passed, or its input failed; no step
+        starts = [i for i, e in enumerate(events) if e.get("nodeId") == node
+                  and e["type"] in (*MOUNT_PASSES, "node_failed")]
     if not starts:
         return len(events), None
+    if events[starts[-1]]["type"] != "node_started":
+        before = [int(e["payload"].get("step") or 0) for e in events[:starts[-1]]
+                  if e["type"] == "node_started"]
+        return starts[-1], max(before, default=0)
     step = events[starts[-1]]["payload"].get("step")
     # A resumed attempt starts again with the same step: the cut is its first start.
     cut = next(i for i in starts if events[i]["payload"].get("step") == step)
@@ -142,6 +160,11 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
     cut, before_steps = _cut(events, node)
     steps = int(final.get("steps", 0)) if before_steps is None else before_steps
     redone = {e.get("nodeId") for e in events[cut:] if e["type"] in SETTLE_EVENTS}
+    # An include's entry or exit passed only after the cut is the future: not carried.
+    # (One passed before as well keeps its latest value: the trace has no other.)
+    passed = {e.get("nodeId") for e in events[:cut] if e["type"] in MOUNT_PASSES}
+    redone |= {e.get("nodeId") for e in events[cut:]
+               if e["type"] in MOUNT_PASSES and e.get("nodeId") not in passed}
     outputs = {k: v for k, v in (final.get("outputs") or {}).items() if k not in redone}
     results = {k: v for k, v in (final.get("results") or {}).items() if k not in redone}
     last: str | None = None
@@ -155,7 +178,42 @@ def carry(events: list[dict[str, Any]], final: RunState, node: str) -> Carried:
         results[last] = payload.get("result")
         if event["type"] == "node_finished":
             outputs[last] = payload.get("output")
-    return Carried(outputs, results, steps, last)
+    return Carried(outputs, results, steps, last, _mount_steps(events[:cut]),
+                   _answer(events[:cut]))
+
+
+def _answer(events: list[dict[str, Any]]) -> tuple[Any] | None:
+    """The answer the run ``events`` lead up to was continuing with, if any: a
+    continuation's first node is its answered checkpoint, finished with the answer."""
+    found: tuple[Any] | None = None
+    answered: str | None = None
+    for event in events:
+        kind, payload = event["type"], event.get("payload") or {}
+        if kind == "run_started" and payload.get("parentRunId"):
+            answered = payload.get("startAt")
+        elif kind == "run_started" and not payload.get("forkedFrom"):
+            found = answered = None  # a chain's first run: no answer yet
+        elif kind == "node_finished" and answered is not None \
+                and event.get("nodeId") == answered:
+            found, answered = (payload.get("output"),), None
+    return found
+
+
+def _mount_steps(events: list[dict[str, Any]]) -> dict[str, int]:
+    """``state.mountSteps`` after ``events``, counted as the engine counts them."""
+    counts: dict[str, int] = {}
+    for event in events:
+        kind, payload = event["type"], event.get("payload") or {}
+        if kind in MOUNT_PASSES:
+            mount = str(payload.get("mount"))
+            counts = {k: v for k, v in counts.items()
+                      if k != mount and not k.startswith(mount + SEP)}
+            if kind == "include_entered":
+                counts[mount] = 0
+        elif kind == "node_started" and not payload.get("rerun"):
+            for mount in enclosing_mounts(str(event.get("nodeId"))):
+                counts[mount] = counts.get(mount, 0) + 1
+    return counts
 
 
 def _settled(row: QueueRow, final: RunState, project: Path | None = None) -> None:

@@ -24,6 +24,7 @@ from ...protocol.states import CLAIMED, SETTLED_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from .decisions import answer_steps, answered_text, request_lines
 from .holds import chat_hold, hold_text
+from .mounts import MOUNT_KIND
 from .nextcmd import fork_command, fork_default, next_steps
 from .runtext import detail_suffix
 from .status import chain_lines, shown_state, status_line, status_with_chain
@@ -81,8 +82,10 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int,
     kinds = _kinds(bundle)
     rows: list[tuple[str, str, str, str]] = []
     if origin:
+        # An include's entry or exit is no step (never listed), and may be this run's own.
         rows += [(node, "carried", "", f"{kinds.get(node, '')}  (from {origin})".lstrip())
-                 for node in state.get("results") or {} if node not in ran]
+                 for node in state.get("results") or {}
+                 if node not in ran and kinds.get(node) != MOUNT_KIND]
     answered = bool(info.get("continuedBy"))
     owned = info["queueState"] in CLAIMED
     for log in logs:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 MOUNT_EVENTS = ("include_entered", "include_exited")
+MOUNT_KIND = "mount"  # an include's entry or exit node in the snapshot (no step)
 
 
 def mount_note(node_id: Any) -> str:

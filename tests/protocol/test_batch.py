@@ -314,3 +314,14 @@ def test_a_park_stops_every_item_once_the_effects_grace_is_over(h: Harness) -> N
     # Left pending, like a crash mid-effect: a plain action is not run again.
     assert h.execute(run_id).outcome == "failed"
     assert h.row(run_id).error_code == "effect_indeterminate"
+
+
+def test_a_timeout_too_large_for_a_float_is_refused_like_any_bad_timeout(
+        tmp_path: Path) -> None:
+    huge = 10 ** 400  # math.isfinite() raises OverflowError for it
+    with pytest.raises(ValueError) as err:
+        run_command_batch([{"command": "touch started", "timeout": huge}], ctx=_ctx(tmp_path))
+    assert "timeout must be a positive number of seconds or None" in str(err.value)
+    with pytest.raises(ValueError, match="timeout must be a positive number"):
+        run_command_batch(["touch started"], timeout=huge, ctx=_ctx(tmp_path))
+    assert not (tmp_path / "started").exists()

@@ -311,3 +311,31 @@ def test_the_mount_count_carries_into_the_continuation(h: Any) -> None:
     assert h.execute(child).outcome == "failed"
     assert h.state(child)["error"]["message"] == (
         "include 'ask' reached its max_steps=1 before node 'ask/use'")
+
+
+def test_every_event_of_a_node_inside_a_mount_names_it_by_its_mount_path(
+        store: Store, tmp_path: Path) -> None:
+    # An action's effect records and an agent's notes (prompt sent, output replaced)
+    # name the node as the trace, ``logs`` and the views know it: ``m/work``, not
+    # the child's own id, which the parent's graph may not have, or have for another.
+    from pi_workflows import Replace, action, agent
+    from pi_workflows.worker.agent import ScriptedExecutor
+
+    child = define_workflow(
+        name="child", start_at="work", nodes=[
+            action("work", lambda c: {"done": True}, idempotent=True),
+            agent("pick", "pick one", validate=lambda out, c: Replace({"picked": out})),
+        ],
+        edges=[edge("work", "pick")], exits={"done": "pick"})
+    wf = define_workflow(name="p", start_at="m", nodes=[
+        include(child, input={}, as_="m"), compute("end", lambda c: c.outputs["m.done"])],
+        edges=[edge("m.done", "end")])
+    engine = direct(store, tmp_path, wf).start({})
+    engine.agent = ScriptedExecutor({"m/pick": [("update", "half way"), {"x": 1}]})
+    assert engine.run() == "completed"
+    assert engine.writer.bundle.state()["outputs"]["m/pick"] == {"picked": {"x": 1}}
+    events = assert_well_formed(engine.writer.bundle)
+    named = {(e["type"], e["nodeId"]) for e in events if e["type"] in (
+        "effect_recorded", "agent_prompt_sent", "agent_output_replaced", "update_published")}
+    assert named == {("effect_recorded", "m/work"), ("agent_prompt_sent", "m/pick"),
+                     ("agent_output_replaced", "m/pick"), ("update_published", "m/pick")}

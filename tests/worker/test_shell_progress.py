@@ -322,3 +322,35 @@ def test_an_update_after_the_claim_was_taken_over_is_fenced_out(h: Harness) -> N
     assert not thread.is_alive() and GATES["returned"] == [True]
     messages = [e["payload"]["message"] for e in updates_of(assert_well_formed(h.bundle(run_id)))]
     assert messages == ["before"]
+
+
+HUGE = """
+from pi_workflows import parse_line
+
+def line(text):
+    done, total = text.split("/")
+    return {"progress": {"done": int(done), "total": int(total)}}
+
+workflow = define_workflow(
+    start_at="count",
+    nodes=[shell("count", ["sh", "-c", "echo 1/3; echo 1ZEROS/3; echo 2/3; echo 3/1ZEROS"],
+                 updates=parse_line(line))],
+)
+""".replace("ZEROS", "0" * 400)
+
+
+def test_a_number_too_large_for_a_float_in_a_line_is_refused_not_a_crash(h: Harness) -> None:
+    # The command's output is not the author's to vouch for: a 401-digit count is an
+    # update refused and counted, and the lines after it still become updates.
+    h.write("huge", HUGE)
+    run_id = h.launch("huge")
+    assert h.execute(run_id).outcome == "completed"
+    events = assert_well_formed(h.bundle(run_id))
+    done = [e["payload"]["data"]["progress"]["done"] for e in updates_of(events)]
+    assert done[0] == 1 and done[-1] == 2
+    [dropped] = [e["payload"] for e in events if e["type"] == "updates_dropped"]
+    assert dropped["refused"] == 2 and "progress.done must be a number" in dropped["error"]
+    ok, why = Submission(AgentRequest("r", "s", "a", "p", None, None), Hooks()).verdict(
+        {"step": "s", "attempt": "a", "action": "update",
+         "update": '{"progress": {"done": 1' + "0" * 400 + '}}'})  # a model's JSON text
+    assert not ok and why.startswith("Update refused: progress.done must be a number")

@@ -159,3 +159,10 @@ def test_the_shipped_example_script_loads() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "summarize.model.json"
     replies = load_script(example)
     assert [next(iter(r)) for r in replies] == ["tool", "submit"]
+
+
+def test_a_delay_too_large_for_a_float_is_one_sentence(tmp_path: Path) -> None:
+    script = tmp_path / "s.json"
+    script.write_text('{"replies": [{"text": "a", "delay": 1' + "0" * 400 + "}]}")
+    with pytest.raises(ScriptError, match="reply 1: delay must be 0 to 60 seconds"):
+        load_script(script)

@@ -293,3 +293,142 @@ def test_a_fork_of_an_answered_checkpoint_points_at_its_continuation_not_at_answ
         _fork(h, parent)
     assert "watch" not in ended.value.message  # it has ended: fork it now
     assert _fork(h, child, "build")  # and the command it names works
+
+
+MOUNTED = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(
+    name="child", start_at="s1", max_steps=2,
+    nodes=[compute("s1", lambda ctx: 1), compute("s2", lambda ctx: 2),
+           compute("s3", lambda ctx: 3)],
+    edges=[edge("s1", "s2"), edge("s2", "s3")],
+    exits={"done": "s3"})
+
+def done(ctx):
+    if (ctx.project_dir / "broken").exists():
+        raise RuntimeError("broken")
+    return ctx.outputs["m.done"]
+
+workflow = define_workflow(
+    start_at="m", nodes=[include(child(), input={}, as_="m"), compute("end", done)],
+    edges=[edge("m.done", "end")],
+)
+"""
+
+
+def test_a_fork_inside_an_include_keeps_its_step_count_and_none_of_its_later_exits(
+        h: Harness) -> None:
+    # The child's max_steps=2 holds for the invocation a fork takes up: s1 counted
+    # before the fork's node, so s2 is the second step and s3 is refused again.
+    h.write("mounted", MOUNTED)
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"
+    assert h.state(run_id)["error"]["message"] == (
+        "include 'm' reached its max_steps=2 before node 'm/s3'")
+    fork = _fork(h, run_id, "m/s2")
+    assert h.state(fork).get("mountSteps") == {"m": 1}
+    assert h.execute(fork).outcome == "failed"
+    assert h.state(fork)["error"]["message"] == (
+        "include 'm' reached its max_steps=2 before node 'm/s3'")
+
+
+def test_a_fork_before_an_include_exit_does_not_carry_the_exit(h: Harness) -> None:
+    h.write("mounted", MOUNTED.replace("max_steps=2", "max_steps=9"))
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"  # at end, after the exit m.done
+    assert "m.done" in h.state(run_id)["outputs"]
+    state = h.state(_fork(h, run_id, "m/s3"))
+    assert sorted(state["outputs"]) == ["m", "m/s1", "m/s2"]  # m.done was passed after m/s3
+    assert sorted(state["results"]) == ["m", "m/s1", "m/s2"]
+    assert state.get("mountSteps") == {"m": 2}
+
+
+DEPLOY = """
+def deploy(ctx):
+    if (ctx.project_dir / "broken").exists():
+        raise RuntimeError("the deploy is broken")
+    return {"answer": ctx.answer, "approve": ctx.outputs["approve"]}
+
+workflow = define_workflow(
+    start_at="plan",
+    nodes=[compute("plan", lambda ctx: {"service": "api"}),
+           checkpoint("approve", summary="deploy?"),
+           compute("deploy", deploy)],
+    edges=[edge("plan", "approve"), edge("approve", "deploy")],
+)
+"""
+
+
+def test_a_fork_after_an_answered_checkpoint_sees_the_answer_as_the_run_did(
+        h: Harness) -> None:
+    # The fork redoes deploy as the continuation ran it: ctx.answer is still "yes"
+    # (the docs' deploy example reads it to decide); before the checkpoint, no answer.
+    h.write("deploy", DEPLOY)
+    (h.project / "broken").write_text("yes\n")
+    parent = h.launch("deploy")
+    assert h.execute(parent).outcome == "waiting"
+    child = h.answer(parent, "yes")
+    assert h.execute(child).outcome == "failed"
+    (h.project / "broken").unlink()
+    fork = _fork(h, child)  # at deploy
+    assert h.execute(fork).outcome == "completed"
+    assert h.state(fork)["outputs"]["deploy"] == {"answer": "yes", "approve": "yes"}
+    again = _fork(h, fork, "approve")  # the answer came after: the fork waits again
+    assert h.execute(again).outcome == "waiting"
+    assert "answer" not in h.state(again)
+
+
+def test_a_fork_from_an_include_starts_it_again_with_only_what_came_before(
+        h: Harness) -> None:
+    # `fork RUN --from m` redoes the whole include: its entry is where the cut is,
+    # so nothing it (or anything after it) recorded is carried, nor counted as steps.
+    h.write("mounted", MOUNTED.replace("max_steps=2", "max_steps=9"))
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("mounted")
+    assert h.execute(run_id).outcome == "failed"
+    state = h.state(_fork(h, run_id, "m"))
+    assert (state["outputs"], state["results"], state["steps"]) == ({}, {}, 0)
+    assert state.get("mountSteps") is None
+    (h.project / "broken").unlink()
+    run = _fork(h, run_id, "m")
+    assert h.execute(run).outcome == "completed"
+    assert h.state(run)["steps"] == 4
+
+
+AGAIN = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(name="child", start_at="s1", nodes=[compute("s1", lambda ctx: 1)],
+                           exits={"done": "s1"})
+
+def child_input(ctx):
+    if "m.done" in ctx.outputs and (ctx.project_dir / "broken").exists():
+        raise RuntimeError("no input the second time")
+    return {}
+
+workflow = define_workflow(
+    start_at="m",
+    nodes=[include(child(), input=child_input, as_="m"), compute("count", lambda ctx: 1)],
+    edges=[edge("m.done", "count"), edge("count", "m")],
+)
+"""
+
+
+def test_a_fork_from_an_include_whose_entry_failed_starts_at_that_failed_pass(
+        h: Harness) -> None:
+    # The second entry of m failed (its input function raised): its last attempt is
+    # that failure, so the fork carries the first pass and count, and starts m again
+    # (not at its first pass, and not past the end of the run).
+    h.write("again", AGAIN)
+    (h.project / "broken").write_text("yes\n")
+    run_id = h.launch("again")
+    assert h.execute(run_id).outcome == "failed"
+    state = h.state(_fork(h, run_id))  # the default node: m, where the run failed
+    assert (state["forkNode"], state["steps"]) == ("m", 2)
+    # m itself is passed again at once (its input worked out anew): not carried.
+    assert sorted(state["outputs"]) == ["count", "m.done", "m/s1"]
+    assert state["currentNode"] == "m" and "m" not in state["results"]

@@ -189,3 +189,36 @@ def test_a_long_run_shows_its_last_steps_and_names_the_logs_of_all_of_them(
     assert f"logs {run_id} --project {cli.project}`" in hint  # named from outside the project
     every = run_cli(*shlex.split(hint.split("`")[1])[1:], cwd=cli.root)
     assert every.returncode == 0 and "=== n0 (" in every.stdout
+
+
+MOUNTED = """
+from pi_workflows import include
+
+def child():
+    return define_workflow(
+        name="child", start_at="ask",
+        nodes=[checkpoint("ask"), compute("said", lambda ctx: ctx.outputs["ask"])],
+        edges=[edge("ask", "said")], exits={"done": "said"})
+
+workflow = define_workflow(
+    start_at="first",
+    nodes=[compute("first", lambda ctx: 1), include(child(), input={}, as_="m"),
+           compute("end", lambda ctx: ctx.outputs["m.done"])],
+    edges=[edge("first", "m"), edge("m.done", "end")],
+)
+"""
+
+
+def test_a_continuation_inside_an_include_lists_no_include_entry_or_exit_as_carried(
+        cli: Harness) -> None:
+    # An include's entry and exit are no steps (the run's own list leaves them out);
+    # m.done was passed by the continuation itself, so "carried" would be wrong too.
+    cli.write("mounted", MOUNTED)
+    parent = cli.launch("mounted")
+    assert cli.execute(parent).outcome == "waiting"
+    child = cli.answer(parent, "yes")
+    assert cli.execute(child).outcome == "completed"
+    steps = _status(cli, child).split("  steps:\n", 1)[1].split("  output:", 1)[0]
+    rows = [line.split()[:2] for line in steps.splitlines()]
+    assert rows == [["first", "carried"], ["m/ask", "done"], ["m/said", "done"],
+                    ["end", "done"]], steps
