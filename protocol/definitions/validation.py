@@ -216,6 +216,10 @@ def _collect_nodes(raw_nodes: object, problems: list[str],
                             f" {_NODE_HELP}")
             continue
         node_id = node.id
+        if isinstance(node, IncludeNode) and not (
+                isinstance(node_id, str) and re.match(NAME_PATTERN, node_id)):
+            problems.append(_mount_name_problem(index, node))
+            continue
         if not isinstance(node_id, str) or not re.match(NAME_PATTERN, node_id):
             problems.append(f"nodes[{index}]: node id {node_id!r} is invalid: {NAME_RULE}")
             continue
@@ -228,6 +232,16 @@ def _collect_nodes(raw_nodes: object, problems: list[str],
     for node in compiled:  # checked where its workflow was defined
         nodes.setdefault(node.id, node)
     return nodes
+
+
+def _mount_name_problem(index: int, node: IncludeNode) -> str:
+    child = node.child if isinstance(node.child, str) else \
+        getattr(node.child, "name", None) or type(node.child).__name__
+    where = f"nodes[{index}]: include of {child!r}"
+    if node.id == "":
+        return (f"{where}: as_ is required: the mount's node id, such as"
+                f" include({child!r}, as_=\"review\")")
+    return f"{where}: as_ {node.id!r} is invalid: {NAME_RULE}"
 
 
 def _switch_problems(item: SwitchEdge, nodes: Mapping[str, Node]) -> list[str]:
