@@ -74,6 +74,9 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} {node}: {_short(update_text(p))}"
     if kind == "updates_dropped":
         return f"{head} {node}: {dropped_text(p)}"
+    if kind == "agent_output_replaced":
+        return f"{head} {node}: submission accepted as the value {p.get('by') or 'validate'}" \
+            " returned (Replace)"
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
         asks = request_line(request_in(p.get("output")))  # a human decision's question
