@@ -157,6 +157,17 @@ def test_an_unknown_action_a_busy_port_and_a_foreign_agent_dir_are_refused(
     assert sorted(p.name for p in mine.iterdir()) == ["models.json"]
 
 
+def test_the_users_own_pi_agent_dir_is_refused_even_without_settings(tmp_path: Path) -> None:
+    # ~/.pi/agent with only auth.json: writing there would make every `pi` use the model.
+    own = tmp_path / "home" / ".pi" / "agent"
+    own.mkdir(parents=True)
+    (own / "auth.json").write_text("{}")
+    assert _refused(tmp_path, "serve", "--agent-dir", str(own)) == (
+        f"pi-workflows: error: --agent-dir {own}: that is your own Pi's agent directory,"
+        " which every `pi` reads; give another directory\n")
+    assert sorted(p.name for p in own.iterdir()) == ["auth.json"]  # nothing written
+
+
 def test_a_second_serve_reuses_its_own_agent_dir(tmp_path: Path) -> None:
     for _ in range(2):
         proc = _serve(tmp_path, "--agent-dir", str(tmp_path / "agent"))
