@@ -28,6 +28,8 @@ def test_the_mount_note_names_the_include_of_a_node() -> None:
     assert mount_note("draft") == "" and mount_note(None) == ""
     info = {"currentNode": "review/score", "queueState": "running"}
     assert where_text(info) == "at review/score (in include review)"
+    waiting = {"waitingOn": "review/ask", "queueState": "done"}  # a decision in the child
+    assert where_text(waiting) == "at review/ask (in include review)"
 
 
 def test_include_events_read_as_one_line_each() -> None:
