@@ -81,8 +81,12 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int,
     kinds = _kinds(bundle)
     rows: list[tuple[str, str, str, str]] = []
     if origin:
+        # In definition order; an include's entry and exit nodes are not steps (its
+        # own run does not list them), and one passed here is not carried at all.
+        results = state.get("results") or {}
+        carried = [n for n in kinds if n in results] + [n for n in results if n not in kinds]
         rows += [(node, "carried", "", f"{kinds.get(node, '')}  (from {origin})".lstrip())
-                 for node in state.get("results") or {} if node not in ran]
+                 for node in carried if node not in ran and kinds.get(node) != "mount"]
     answered = bool(info.get("continuedBy"))
     owned = info["queueState"] in CLAIMED
     for log in logs:

@@ -189,3 +189,38 @@ def test_a_long_run_shows_its_last_steps_and_names_the_logs_of_all_of_them(
     assert f"logs {run_id} --project {cli.project}`" in hint  # named from outside the project
     every = run_cli(*shlex.split(hint.split("`")[1])[1:], cwd=cli.root)
     assert every.returncode == 0 and "=== n0 (" in every.stdout
+
+
+ASKER = """
+workflow = define_workflow(
+    start_at="ask",
+    nodes=[human_decision("ask", question="Ship it?", choices=[choice("yes"), choice("no")]),
+           compute("y", lambda ctx: 1), compute("n", lambda ctx: 2)],
+    edges=[human_decision_edge("ask", {"yes": "y", "no": "n"})],
+    exits={"shipped": "y", "held": "n"},
+)
+"""
+OUTER = """
+workflow = define_workflow(
+    start_at="prep",
+    nodes=[compute("prep", lambda ctx: {}), include("asker", as_="gate"),
+           compute("done", lambda ctx: 1), compute("held", lambda ctx: 2)],
+    edges=[edge("prep", "gate"), edge("gate.shipped", "done"), edge("gate.held", "held")],
+)
+"""
+
+
+def test_a_decision_inside_an_include_names_its_mount_and_its_continuation_carries_steps(
+        cli: Harness) -> None:
+    cli.write("asker", "from pi_workflows import (choice, human_decision,"
+              " human_decision_edge)\n" + ASKER.lstrip())
+    cli.write("outer", "from pi_workflows import include\n" + OUTER.lstrip())
+    run_id = cli.launch("outer", {})
+    assert cli.execute(run_id).outcome == "waiting"
+    assert "waiting at gate/ask (in include gate)" in _status(cli, run_id).splitlines()[0]
+    answered = cli.answer(run_id, "yes")
+    assert cli.execute(answered).outcome == "completed"
+    steps = _status(cli, answered).split("  steps:\n")[1].split("\n  output:")[0]
+    # Only prep was done in the parent; the exit gate.shipped was passed here.
+    assert [line.split()[:2] for line in steps.splitlines()] == [
+        ["prep", "carried"], ["gate/ask", "done"], ["gate/y", "done"], ["done", "done"]]
