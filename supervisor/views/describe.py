@@ -145,6 +145,20 @@ def _final_output(info: dict[str, Any], bundle: Bundle, project: Path | None) ->
     return lines
 
 
+def _waiting_data(info: dict[str, Any], bundle: Bundle, project: Path | None) -> list[str]:
+    """What ``checkpoint(run=)`` computed for the person who answers."""
+    try:
+        value = internalize(info["waitingData"], bundle.artifacts.get)
+    except (OSError, ValueError):
+        value = info["waitingData"]
+    shown, cut = _bounded(person_text(value))
+    lines = ["    data:", *(f"      {line}" for line in shown)]
+    if cut:
+        whole = cli(project, "status", info["runId"], "--json")
+        lines.append(f"      … cut short here; all of it: `{whole}` (its waitingData)")
+    return lines
+
+
 def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
            project: Path | None) -> list[str]:
     run_id, status, queue = info["runId"], info["runStatus"], info["queueState"]
@@ -165,6 +179,8 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         lines = [f"  waiting for an answer at {info.get('waitingOn')}"]
         if info.get("summary"):
             lines += [f"    {line}" for line in _bounded(str(info["summary"]))[0]]
+        if "waitingData" in info:
+            lines += _waiting_data(info, bundle, project)
         lines += request_lines(info.get("request"))
         return lines + _commands(answer_steps(info.get("request"), run_id, project)
                                  or next_steps(status, run_id, None, project))

@@ -224,3 +224,21 @@ def test_a_decision_inside_an_include_names_its_mount_and_its_continuation_carri
     # Only prep was done in the parent; the exit gate.shipped was passed here.
     assert [line.split()[:2] for line in steps.splitlines()] == [
         ["prep", "carried"], ["gate/ask", "done"], ["gate/y", "done"], ["done", "done"]]
+
+
+def test_a_checkpoint_with_run_shows_what_it_computed_for_the_person(cli: Harness) -> None:
+    cli.write("merge", """
+workflow = define_workflow(
+    start_at="diff",
+    nodes=[compute("diff", lambda ctx: {"files": ["a.py", "b.py"]}),
+           checkpoint("approve", summary="Merge these changes?",
+                      run=lambda ctx: {"files": len(ctx.outputs["diff"]["files"])})],
+    edges=[edge("diff", "approve")],
+)
+""")
+    run_id = cli.launch("merge", {})
+    assert cli.execute(run_id).outcome == "waiting"
+    text = _status(cli, run_id)
+    assert "    Merge these changes?\n    data:\n      files: 2\n" in text
+    done = run_cli("status", run_id, "--json", "--project", str(cli.project), cwd=cli.root)
+    assert json.loads(done.stdout)["waitingData"] == {"files": 2}
