@@ -23,9 +23,9 @@ from typing import Any
 
 from ..commands import COMMAND_WORDS
 from .compose import Composition, is_compiled
-from .decisions import checkpoint_problems
+from .decisions import HumanDecisionNode, checkpoint_problems
 from .decisions import decision_edge_problems as human_edge_problems
-from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
+from .decisions_agent import DecisionEdge, DecisionNode, decision_edge_problems, decision_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
     NODE_TYPES,
@@ -164,7 +164,11 @@ def _progress_problems(node: Any, where: str) -> list[str]:
 
 def node_problems(node: Node) -> list[str]:
     """Problems with one node's own fields (not its place in the graph)."""
-    where = f"{node.kind} node {node.id!r}"
+    # Named by the constructor the author called: a human_decision is a checkpoint and
+    # a decision an agent node, but their messages say human_decision and decision.
+    label = "human_decision" if isinstance(node, HumanDecisionNode) else \
+        "decision" if isinstance(node, DecisionNode) else node.kind
+    where = f"{label} node {node.id!r}"
     out: list[str | None] = [_timeout_problem(node.timeout, where, allow_default=True)]
     kind = node.kind
     if kind in ("compute", "action"):
@@ -197,7 +201,7 @@ def node_problems(node: Node) -> list[str]:
         out.append(_text_problem(getattr(node, "summary", None), where, "summary",
                                  optional=True))
         out.extend(checkpoint_problems(node))
-    out.append(status_detail_problem(node))
+    out.append(status_detail_problem(node, where))
     out.extend(decision_problems(node))
     return [p for p in out if p]
 

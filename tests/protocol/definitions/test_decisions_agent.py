@@ -140,3 +140,20 @@ def test_the_digest_covers_the_choices_and_leaves_other_definitions_alone() -> N
     assert "decision" not in snapshot(plain)["nodes"][0]
     assert "statusDetail" not in snapshot(plain)["nodes"][0]
     assert "title" not in snapshot(plain)
+
+
+@pytest.mark.timeout(20)
+def test_every_problem_of_a_decision_or_human_decision_names_it_by_its_constructor() -> None:
+    from pi_workflows import DefinitionError, choice, human_decision
+
+    with pytest.raises(DefinitionError) as caught:
+        define_workflow(start_at="h", nodes=[
+            human_decision("h", question="ok?", choices=[choice("yes"), choice("no")],
+                           timeout=-1, status_detail=""),
+            decision("d", question="q", choices=["a", "b"], timeout=-2, status_detail="")],
+            edges=[edge("h", "d")])
+    assert caught.value.problems == [
+        "human_decision node 'h': timeout must be a positive number of seconds, got -1",
+        "human_decision node 'h': status_detail is empty (leave it out instead)",
+        "decision node 'd': timeout must be a positive number of seconds, got -2",
+        "decision node 'd': status_detail is empty (leave it out instead)"]
