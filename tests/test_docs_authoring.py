@@ -1,6 +1,7 @@
-"""docs/workflows.md against the authoring API: its one import names every
-constructor ``pi_workflows`` exports, and ``define_workflow``'s documented
-signature and field table name every parameter it takes."""
+"""The docs against the code: docs/workflows.md's one import names every
+constructor ``pi_workflows`` exports, ``define_workflow``'s documented
+signature and field table name every parameter it takes, and docs/cli.md's
+``logs --json`` step object has every key a step has."""
 
 from __future__ import annotations
 
@@ -37,3 +38,14 @@ def test_define_workflow_documents_every_parameter() -> None:
     for name in inspect.signature(pi_workflows.define_workflow).parameters:
         assert re.search(rf"\b{name}\b", signature), f"{name} missing from the signature"
         assert name in table, f"{name} missing from the field table"
+
+
+@pytest.mark.timeout(20)
+def test_the_logs_step_object_in_cli_md_has_every_key() -> None:
+    from pi_workflows.supervisor.views.steplogs import StepLog
+
+    doc = (DOC.parent / "cli.md").read_text()
+    start = doc.index("a step object is")
+    shape = doc[start:doc.index("}`", start)]
+    documented = re.findall(r'"(\w+)"', shape)
+    assert documented == list(StepLog("n", "n-1", 1, "shell", 0).as_json())
