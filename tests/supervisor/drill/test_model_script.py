@@ -159,3 +159,19 @@ def test_the_shipped_example_script_loads() -> None:
     example = Path(__file__).resolve().parents[3] / "examples" / "summarize.model.json"
     replies = load_script(example)
     assert [next(iter(r)) for r in replies] == ["tool", "submit"]
+
+
+def test_a_workflow_tool_reply_gets_the_step_and_attempt_in_progress() -> None:
+    # A script cannot know the attempt id, so an update through the tool is filled in.
+    update = {"tool": "workflow", "arguments": {"action": "update", "update": "half way"}}
+    name, args = _submitted(serve_script([update])(_request(_step())))
+    assert (name, args) == ("workflow", {"action": "update", "update": "half way",
+                                         "step": "summarize",
+                                         "attempt": "summarize-1-4f2a9c"})
+    given = {"tool": "workflow", "arguments": {"action": "update", "step": "s",
+                                               "attempt": "s-1-000000"}}
+    _, args = _submitted(serve_script([given])(_request(_step())))
+    assert args["attempt"] == "s-1-000000" and args["step"] == "s"  # given: kept
+    _, args = _submitted(serve_script([{"tool": "read", "arguments": {"path": "x"}}])(
+        _request(_step())))
+    assert args == {"path": "x"}  # another tool: as written
