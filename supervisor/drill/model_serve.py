@@ -57,14 +57,16 @@ def check_agent_dir(agent_dir: Path) -> None:
     """Refuse a directory whose Pi settings are not ours: never overwrite a real Pi setup."""
     if agent_dir.exists() and not agent_dir.is_dir():
         raise UsageError(f"--agent-dir {agent_dir}: not a directory")
-    if agent_dir.resolve() in _users_pi_dirs():
-        # Written there, the scripted model would become every Pi session's default.
-        raise UsageError(f"--agent-dir {agent_dir}: that is your own Pi's agent directory,"
-                         " which every `pi` reads; give another directory")
     models_ok = _ours(agent_dir / "models.json",
                       lambda d: isinstance(d, dict) and set(d.get("providers") or {}) == {PROVIDER})
     settings_ok = _ours(agent_dir / "settings.json",
                         lambda d: isinstance(d, dict) and d.get("defaultProvider") == PROVIDER)
+    written = all((agent_dir / name).is_file() for name in ("models.json", "settings.json"))
+    if agent_dir.resolve() in _users_pi_dirs() and not (written and models_ok and settings_ok):
+        # Written there, the scripted model would become every Pi session's default (a
+        # directory an earlier serve wrote, such as PI_CODING_AGENT_DIR=~/pi-offline, is ours).
+        raise UsageError(f"--agent-dir {agent_dir}: that is your own Pi's agent directory,"
+                         " which every `pi` reads; give another directory")
     if not (models_ok and settings_ok):
         raise UsageError(f"--agent-dir {agent_dir}: it holds Pi settings of its own (a"
                          " models.json or settings.json not written by `model serve`);"

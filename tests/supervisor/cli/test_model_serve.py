@@ -168,6 +168,24 @@ def test_the_users_own_pi_agent_dir_is_refused_even_without_settings(tmp_path: P
     assert sorted(p.name for p in own.iterdir()) == ["auth.json"]  # nothing written
 
 
+def test_a_pi_agent_dir_override_that_serve_wrote_is_still_its_own(tmp_path: Path) -> None:
+    # PI_CODING_AGENT_DIR pointed at the offline directory, so a plain `pi` uses it too.
+    first = _serve(tmp_path, "--agent-dir", str(tmp_path / "agent"))
+    assert first.stdout is not None and first.stdout.readline().startswith(READY)
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=20)
+    env = {**_env(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    again = subprocess.Popen([sys.executable, "-m", "pi_workflows", "model", "serve",
+                              "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path)],
+                             env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert again.stdout is not None and again.stdout.readline().startswith(READY)
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.communicate(timeout=20)
+    assert again.returncode == 0
+
+
 def test_a_second_serve_reuses_its_own_agent_dir(tmp_path: Path) -> None:
     for _ in range(2):
         proc = _serve(tmp_path, "--agent-dir", str(tmp_path / "agent"))
