@@ -118,7 +118,7 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
         elif kind == "run_waiting" and attempt in steps:
             steps[attempt].outcome = WAITING
             steps[attempt].ended_at = at
-            steps[attempt].output = p.get("output")
+            steps[attempt].output = _resolve(bundle, p.get("output"))  # a long question
     live = state.get("currentAttempt") if state.get("status") == RunStatus.RUNNING else None
     for log in order:
         if log.outcome == RUNNING and log.attempt_id != live:
