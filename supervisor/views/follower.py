@@ -81,7 +81,8 @@ def describe(event: dict[str, Any]) -> str:
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
         asks = request_line(request_in(p.get("output")))  # a human decision's question
-        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "") \
+        where = f"{p.get('waitingNode')}{mount_note(p.get('waitingNode'))}"
+        return f"{head} waiting at {where}" + (f": {summary}" if summary else "") \
             + (f"; {asks}" if asks else "")
     if kind == "run_completed":
         return f"{head} completed: {_short(p.get('finalOutput'))}"
