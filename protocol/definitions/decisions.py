@@ -252,7 +252,12 @@ def decision_edge_problems(edges: object, nodes: Mapping[str, Node]) -> list[str
         if source is None:
             continue  # the graph rules name a missing source
         if not isinstance(source, HumanDecisionNode):
-            out.append(f"{where}: {item.source!r} is a {source.kind} node, not a"
+            # A decision() (an agent node with choices; its module imports this one).
+            agent_decision = source.kind == "agent" and hasattr(source, "choices")
+            article = "an" if source.kind[:1] in "aeiou" else "a"
+            out.append(f"{where}: {item.source!r} is a decision(), not a human_decision;"
+                       " route it with decision_edge() instead" if agent_decision else
+                       f"{where}: {item.source!r} is {article} {source.kind} node, not a"
                        " human_decision; route it with edge() or switch()")
             continue
         labels = [a.label for a in source.choices if isinstance(a, Choice | TextInput)]

@@ -171,9 +171,14 @@ def decision_edge_problems(item: DecisionEdge, nodes: Mapping[str, Node]) -> lis
             out.append(f"{where}: case {key!r} targets {target!r}, which is not a node")
     if source is None:
         return out  # the graph rules say the source is not a node
+    if source.kind == "checkpoint" and hasattr(source, "choices"):  # a human_decision()
+        out.append(f"{where}: {item.source!r} is a human_decision, not a decision();"
+                   " route it with human_decision_edge() instead")
+        return out
     if not isinstance(source, DecisionNode):
-        out.append(f"{where}: {item.source!r} is a {source.kind} node, not a decision();"
-                   " route it with switch() instead")
+        article = "an" if source.kind[:1] in "aeiou" else "a"
+        out.append(f"{where}: {item.source!r} is {article} {source.kind} node, not a"
+                   " decision(); route it with switch() instead")
         return out
     choices = list(dict.fromkeys(c for c in source.choices if isinstance(c, str) and c.strip())
                    ) if isinstance(source.choices, tuple) else []

@@ -200,9 +200,14 @@ def _the_workflow(shown: str, module: types.ModuleType) -> Workflow:
             " at module level")
     if len(found) > 1:
         names = ", ".join(attr for attr, _ in found.values())
+        # Often a child to include, defined beside its parent: say where it goes instead.
+        hint = "" if not any(wf.exits for _, wf in found.values()) else (
+            "; build a workflow you include inside a function (def child():"
+            " return define_workflow(...)), or put it in a file of its own and"
+            " include that file")
         raise WorkflowLoadError(
             shown, f"the file defines {len(found)} workflows ({names}); a workflow file"
-            " defines exactly one")
+            f" defines exactly one{hint}")
     return next(iter(found.values()))[1]
 
 

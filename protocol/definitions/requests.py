@@ -94,7 +94,13 @@ def decide(request: Mapping[str, Any], value: Any, run_id: str, *,
     """The answer object for ``value`` (words or JSON), or ``AnswerRefused`` with the valid ones."""
     given = _given(value)
     if given is None:
-        raise _refuse(run_id, "that is not an answer to this decision", request)
+        why = "that is not an answer to this decision"
+        if isinstance(value, Mapping):  # which keys, never their values
+            why = ('as JSON, an answer is {"choice": LABEL} or {"choice": LABEL,'
+                   ' "text": TEXT}, nothing else')
+        elif isinstance(value, str):
+            why = "the answer is empty"
+        raise _refuse(run_id, why, request)
     label, text = given
     answers = [a for a in request.get("choices") or [] if isinstance(a, Mapping)]
     picked = next((a for a in answers if a.get("label") == label), None) or next(

@@ -27,12 +27,12 @@ def title_problem(title: object) -> str | None:
     return None
 
 
-def status_detail_problem(node: Node) -> str | None:
-    """The problem with a node's ``status_detail``, if any."""
+def status_detail_problem(node: Node, where: str | None = None) -> str | None:
+    """The problem with a node's ``status_detail``, if any (``where`` names the node)."""
     detail = getattr(node, "status_detail", None)
     if detail is None or callable(detail):
         return None
-    where = f"{node.kind} node {node.id!r}"
+    where = where or f"{node.kind} node {node.id!r}"
     if not isinstance(detail, str):
         return (f"{where}: status_detail must be text or a callable of ctx,"
                 f" got {type(detail).__name__}")

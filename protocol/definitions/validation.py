@@ -23,9 +23,9 @@ from typing import Any
 
 from ..commands import COMMAND_WORDS
 from .compose import Composition, is_compiled
-from .decisions import checkpoint_problems
+from .decisions import HumanDecisionNode, checkpoint_problems
 from .decisions import decision_edge_problems as human_edge_problems
-from .decisions_agent import DecisionEdge, decision_edge_problems, decision_problems
+from .decisions_agent import DecisionEdge, DecisionNode, decision_edge_problems, decision_problems
 from .graph import (
     MAX_PRESENTATION_CHARS,
     NODE_TYPES,
@@ -164,7 +164,11 @@ def _progress_problems(node: Any, where: str) -> list[str]:
 
 def node_problems(node: Node) -> list[str]:
     """Problems with one node's own fields (not its place in the graph)."""
-    where = f"{node.kind} node {node.id!r}"
+    # Named by the constructor the author called: a human_decision is a checkpoint and
+    # a decision an agent node, but their messages say human_decision and decision.
+    label = "human_decision" if isinstance(node, HumanDecisionNode) else \
+        "decision" if isinstance(node, DecisionNode) else node.kind
+    where = f"{label} node {node.id!r}"
     out: list[str | None] = [_timeout_problem(node.timeout, where, allow_default=True)]
     kind = node.kind
     if kind in ("compute", "action"):
@@ -197,7 +201,7 @@ def node_problems(node: Node) -> list[str]:
         out.append(_text_problem(getattr(node, "summary", None), where, "summary",
                                  optional=True))
         out.extend(checkpoint_problems(node))
-    out.append(status_detail_problem(node))
+    out.append(status_detail_problem(node, where))
     out.extend(decision_problems(node))
     return [p for p in out if p]
 
@@ -216,6 +220,10 @@ def _collect_nodes(raw_nodes: object, problems: list[str],
                             f" {_NODE_HELP}")
             continue
         node_id = node.id
+        if isinstance(node, IncludeNode) and not (
+                isinstance(node_id, str) and re.match(NAME_PATTERN, node_id)):
+            problems.append(_mount_name_problem(index, node))
+            continue
         if not isinstance(node_id, str) or not re.match(NAME_PATTERN, node_id):
             problems.append(f"nodes[{index}]: node id {node_id!r} is invalid: {NAME_RULE}")
             continue
@@ -228,6 +236,16 @@ def _collect_nodes(raw_nodes: object, problems: list[str],
     for node in compiled:  # checked where its workflow was defined
         nodes.setdefault(node.id, node)
     return nodes
+
+
+def _mount_name_problem(index: int, node: IncludeNode) -> str:
+    child = node.child if isinstance(node.child, str) else \
+        getattr(node.child, "name", None) or type(node.child).__name__
+    where = f"nodes[{index}]: include of {child!r}"
+    if node.id == "":
+        return (f"{where}: as_ is required: the mount's node id, such as"
+                f" include({child!r}, as_=\"review\")")
+    return f"{where}: as_ {node.id!r} is invalid: {NAME_RULE}"
 
 
 def _switch_problems(item: SwitchEdge, nodes: Mapping[str, Node]) -> list[str]:

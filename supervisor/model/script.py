@@ -150,7 +150,12 @@ def _play(raw: Mapping[str, Any], request: Request) -> Reply:
     if "text" in raw:
         return Text(str(raw["text"]), delay=delay)
     if "tool" in raw:
-        return ToolCalls(call(str(raw["tool"]), dict(raw.get("arguments") or {})), delay=delay)
+        arguments = dict(raw.get("arguments") or {})
+        attempt = step_in_progress(request) if raw["tool"] == "workflow" else None
+        if attempt is not None:  # a script cannot know the attempt id: the contract's
+            arguments.setdefault("step", attempt.rsplit("-", 2)[0])
+            arguments.setdefault("attempt", attempt)
+        return ToolCalls(call(str(raw["tool"]), arguments), delay=delay)
     if "error" in raw:
         return HttpError(int(raw["error"]), delay=delay)
     attempt = step_in_progress(request)

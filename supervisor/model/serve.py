@@ -45,6 +45,14 @@ def _ours(path: Path, check: Callable[[Any], bool]) -> bool:
         return False
 
 
+def _users_pi_dirs() -> set[Path]:
+    """The agent directories a plain ``pi`` of this user reads (``~/.pi/agent``, its override)."""
+    found = {Path.home() / ".pi" / "agent"}
+    if os.environ.get("PI_CODING_AGENT_DIR"):
+        found.add(Path(os.environ["PI_CODING_AGENT_DIR"]).expanduser())
+    return {p.resolve() for p in found}
+
+
 def check_agent_dir(agent_dir: Path) -> None:
     """Refuse a directory whose Pi settings are not ours: never overwrite a real Pi setup."""
     if agent_dir.exists() and not agent_dir.is_dir():
@@ -53,6 +61,12 @@ def check_agent_dir(agent_dir: Path) -> None:
                       lambda d: isinstance(d, dict) and set(d.get("providers") or {}) == {PROVIDER})
     settings_ok = _ours(agent_dir / "settings.json",
                         lambda d: isinstance(d, dict) and d.get("defaultProvider") == PROVIDER)
+    written = all((agent_dir / name).is_file() for name in ("models.json", "settings.json"))
+    if agent_dir.resolve() in _users_pi_dirs() and not (written and models_ok and settings_ok):
+        # Written there, the scripted model would become every Pi session's default (a
+        # directory an earlier serve wrote, such as PI_CODING_AGENT_DIR=~/pi-offline, is ours).
+        raise UsageError(f"--agent-dir {agent_dir}: that is your own Pi's agent directory,"
+                         " which every `pi` reads; give another directory")
     if not (models_ok and settings_ok):
         raise UsageError(f"--agent-dir {agent_dir}: it holds Pi settings of its own (a"
                          " models.json or settings.json not written by `model serve`);"

@@ -18,6 +18,7 @@ from ...protocol.definitions.discovery import Catalog, LoadedWorkflow, load_work
 from ...protocol.definitions.requests import decide, request_in
 from ...protocol.definitions.values import apply_input
 from ...protocol.errors import NotFound, UsageError
+from ...protocol.includepins import includes_changed
 from ...protocol.limits import encode_private_input, validate_run_id
 from ...protocol.runid import new_run_id
 from ...protocol.states import RunStatus
@@ -77,7 +78,11 @@ def prepare_continuation(runs_dir: Path, parent_run_id: str, answer: Any, *,
         raise UsageError(f"run {parent_run_id} does not record its workflow source")
     loaded = load_workflow_file(source_path)
     if loaded.digest != manifest.get("digest") and not force:
-        raise UsageError(f"the workflow of run {parent_run_id} changed since it started;"
+        changed = includes_changed(manifest, loaded.workflow)
+        own = (manifest.get("source") or {}).get("sha256") == loaded.source.sha256
+        what = (f"the included workflow file {changed[0]['path']} of run {parent_run_id}"
+                if changed and own else f"the workflow of run {parent_run_id}")
+        raise UsageError(f"{what} changed since it started;"
                          " answer with --force to continue on the new definition",
                          code="source_changed")
     request = request_in(state.get("waitingOutput"))

@@ -29,6 +29,7 @@ from ...protocol.states import (
 from ...protocol.store import CatchUp, Notification, QueueRow, Store, TurnIntent
 from ...protocol.store.turns import AGENT_CANCELLED, CLAIM_LOST, PRESENTATION, RUN_FAILED
 from ..views.decisions import request_line
+from ..views.mounts import mount_note
 from ..views.runtext import with_title
 from ..views.status import host_running, run_status
 
@@ -201,7 +202,8 @@ def run_line(info: dict[str, Any]) -> str:
         summary = " ".join(summary.split()) if summary else ""  # one line per run
         if info.get("request"):
             summary += f"; {request_line(info['request'])}"
-        return (head + f"waiting at {info.get('waitingOn')}{summary}; answer with"
+        where = f"{info.get('waitingOn')}{mount_note(info.get('waitingOn'))}"
+        return (head + f"waiting at {where}{summary}; answer with"
                 f" `{info.get('answerCommand') or 'pi-workflows answer ' + info['runId']}`")
     if kind in UNSUCCESSFUL_STATUSES:
         return head + kind.replace("_", " ") + (error if kind != S.CANCELLED else "")

@@ -33,6 +33,9 @@ def status_fields(state: Mapping[str, Any], waiting: bool) -> dict[str, Any]:
         request = request_in(state.get("waitingOutput"))
         if request is not None:
             out["request"] = request
+        waiting_output = state.get("waitingOutput")
+        if isinstance(waiting_output, Mapping) and "data" in waiting_output:
+            out["waitingData"] = waiting_output["data"]  # what checkpoint(run=) computed
     answer = state.get("answer")
     if state.get("parentRunId") and isinstance(answer, Mapping) \
             and isinstance(answer.get("choice"), str) and answer.get("by") in ("person", "timeout"):

@@ -82,10 +82,12 @@ def _steps(bundle: Bundle, info: dict[str, Any], now_ms: int,
     kinds = _kinds(bundle)
     rows: list[tuple[str, str, str, str]] = []
     if origin:
-        # An include's entry or exit is no step (never listed), and may be this run's own.
+        # In definition order; an include's entry and exit nodes are not steps (its
+        # own run does not list them), and one passed here is not carried at all.
+        results = state.get("results") or {}
+        carried = [n for n in kinds if n in results] + [n for n in results if n not in kinds]
         rows += [(node, "carried", "", f"{kinds.get(node, '')}  (from {origin})".lstrip())
-                 for node in state.get("results") or {}
-                 if node not in ran and kinds.get(node) != MOUNT_KIND]
+                 for node in carried if node not in ran and kinds.get(node) != MOUNT_KIND]
     answered = bool(info.get("continuedBy"))
     owned = info["queueState"] in CLAIMED
     for log in logs:
@@ -144,6 +146,20 @@ def _final_output(info: dict[str, Any], bundle: Bundle, project: Path | None) ->
     return lines
 
 
+def _waiting_data(info: dict[str, Any], bundle: Bundle, project: Path | None) -> list[str]:
+    """What ``checkpoint(run=)`` computed for the person who answers."""
+    try:
+        value = internalize(info["waitingData"], bundle.artifacts.get)
+    except (OSError, ValueError):
+        value = info["waitingData"]
+    shown, cut = _bounded(person_text(value))
+    lines = ["    data:", *(f"      {line}" for line in shown)]
+    if cut:
+        whole = cli(project, "status", info["runId"], "--json")
+        lines.append(f"      … cut short here; all of it: `{whole}` (its waitingData)")
+    return lines
+
+
 def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
            project: Path | None) -> list[str]:
     run_id, status, queue = info["runId"], info["runStatus"], info["queueState"]
@@ -164,6 +180,8 @@ def _block(info: dict[str, Any], row: QueueRow, bundle: Bundle,
         lines = [f"  waiting for an answer at {info.get('waitingOn')}"]
         if info.get("summary"):
             lines += [f"    {line}" for line in _bounded(str(info["summary"]))[0]]
+        if "waitingData" in info:
+            lines += _waiting_data(info, bundle, project)
         lines += request_lines(info.get("request"))
         return lines + _commands(answer_steps(info.get("request"), run_id, project)
                                  or next_steps(status, run_id, None, project))

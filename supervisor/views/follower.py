@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...protocol.artifacts import internalize
 from ...protocol.bundle import Bundle, BundleCorrupt
 from ...protocol.definitions.requests import request_in
 from ...protocol.states import Outcome
@@ -74,10 +75,14 @@ def describe(event: dict[str, Any]) -> str:
         return f"{head} {node}: {_short(update_text(p))}"
     if kind == "updates_dropped":
         return f"{head} {node}: {dropped_text(p)}"
+    if kind == "agent_output_replaced":
+        return f"{head} {node}: submission accepted as the value {p.get('by') or 'validate'}" \
+            " returned (Replace)"
     if kind == "run_waiting":
         summary = (p.get("output") or {}).get("summary")
         asks = request_line(request_in(p.get("output")))  # a human decision's question
-        return f"{head} waiting at {p.get('waitingNode')}" + (f": {summary}" if summary else "") \
+        where = f"{p.get('waitingNode')}{mount_note(p.get('waitingNode'))}"
+        return f"{head} waiting at {where}" + (f": {summary}" if summary else "") \
             + (f"; {asks}" if asks else "")
     if kind == "run_completed":
         return f"{head} completed: {_short(p.get('finalOutput'))}"
@@ -180,6 +185,8 @@ class TraceFollower:
                 if seq <= self._seq:
                     continue  # seen before the trace was rewritten
                 self._seq = seq
+            if event.get("type") == "run_waiting":
+                event = self._resolved(event)
             found.append((int(event.get("at", 0)), 0, ("trace", event)))
         for order, (kind, tail) in enumerate((("agent", self._capture),
                                               ("output", self._output)), start=1):
@@ -188,6 +195,17 @@ class TraceFollower:
 
     def lines(self) -> list[str]:
         return [line for line in map(plain_line, self.items()) if line is not None]
+
+    def _resolved(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A waiting event with its long strings (a long question) read back from artifacts."""
+        payload = event.get("payload")
+        if not isinstance(payload, dict) or "output" not in payload:
+            return event
+        try:
+            output = internalize(payload["output"], self.bundle.artifacts.get)
+        except (OSError, ValueError):
+            return event  # shown as recorded; status says what is missing
+        return {**event, "payload": {**payload, "output": output}}
 
     def status(self) -> str | None:
         if not self.bundle.exists():

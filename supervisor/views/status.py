@@ -165,7 +165,7 @@ def where_text(info: dict[str, Any], *, arrow: bool = True) -> str:
     if info.get("continuedBy"):
         return f"-> {info['continuedBy']}" if arrow else ""
     if info.get("waitingOn"):
-        return f"at {info['waitingOn']}"
+        return f"at {info['waitingOn']}{mount_note(info['waitingOn'])}"
     if info.get("currentNode") and (info["queueState"] in CLAIMED
                                     or info["queueState"] == QueueState.PARKED):
         return (f"at {info['currentNode']}{mount_note(info['currentNode'])}"

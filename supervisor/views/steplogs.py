@@ -40,6 +40,7 @@ class StepLog:
     traceback: dict[str, Any] | None = None  # where a failed step's exception was raised
     via: str | None = None  # an agent step's conversation: "session" or "headless"
     updates: list[dict[str, Any]] = field(default_factory=list)  # its progress updates
+    exit_code: int | None = None  # a shell step's exit status, from its result record
 
     @property
     def over(self) -> bool:
@@ -56,7 +57,7 @@ class StepLog:
             "errorCode": self.error_code, "error": self.error,
             "stdout": out.get("stdout") if shell else self.stream_text("stdout"),
             "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
-            "exitCode": out.get("exitCode") if shell else None,
+            "exitCode": out.get("exitCode") if shell else self.exit_code,
             "output": self.output, "agent": self.agent, "traceback": self.traceback,
             "via": self.via, "updates": self.updates,
         }
@@ -104,6 +105,9 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             result = p.get("result") or {}
             log.ended_at, log.outcome = at, str(result.get("outcome", "ok"))
             log.error_code, log.error = result.get("errorCode"), result.get("error")
+            code = result.get("exitCode")  # the record keeps it when parse= shaped the output
+            log.exit_code = code if isinstance(code, int) and not isinstance(code, bool) \
+                else None
             log.output = _resolve(bundle, p.get("output"))
             found = p.get("traceback")
             log.traceback = found if isinstance(found, dict) else None
@@ -114,7 +118,7 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
         elif kind == "run_waiting" and attempt in steps:
             steps[attempt].outcome = WAITING
             steps[attempt].ended_at = at
-            steps[attempt].output = p.get("output")
+            steps[attempt].output = _resolve(bundle, p.get("output"))  # a long question
     live = state.get("currentAttempt") if state.get("status") == RunStatus.RUNNING else None
     for log in order:
         if log.outcome == RUNNING and log.attempt_id != live:

@@ -118,3 +118,33 @@ def test_a_continuation_of_an_edited_workflow_needs_force(h: Harness) -> None:
     child = h.answer(parent, "yes", force=True)
     assert h.execute(child).outcome == "completed"
     assert "build2" in h.state(child)["outputs"]
+
+
+CHILD = """
+workflow = define_workflow(
+    start_at="ask", nodes=[checkpoint("ask", summary="ok?"), compute("done", lambda ctx: 1)],
+    edges=[edge("ask", "done")], exits={"done": "done"},
+)
+"""
+PARENT = """
+from pi_workflows import include
+workflow = define_workflow(
+    start_at="gate", nodes=[include("child", as_="gate"), compute("after", lambda ctx: 1)],
+    edges=[edge("gate.done", "after")],
+)
+"""
+
+
+def test_answering_after_an_included_file_changed_names_that_file(h: Harness) -> None:
+    child = h.write("child", CHILD)
+    h.write("parent", PARENT)
+    run_id = h.launch("parent", {})
+    assert h.execute(run_id).outcome == "waiting"
+    child.write_text(child.read_text().replace('summary="ok?"', 'summary="ok now?"'))
+    with pytest.raises(UsageError) as err:
+        h.answer(run_id, "yes")
+    assert err.value.code == "source_changed"
+    assert err.value.message == (
+        f"the included workflow file {child.resolve()} of run {run_id} changed since it"
+        " started; answer with --force to continue on the new definition")
+    assert h.execute(h.answer(run_id, "yes", force=True)).outcome == "completed"

@@ -84,6 +84,8 @@ def body(log: StepLog, *, skip_stream: bool = False) -> str:
     else:
         if log.streamed and not skip_stream:
             parts.append(_text(streamed(log)))
+        if log.exit_code:  # a shell step whose parse= shaped its output
+            parts.append(f"(exit code {log.exit_code})\n")
         message = notify_message(value)
         if log.outcome == WAITING and isinstance(value, dict):
             summary = value.get("summary")

@@ -185,8 +185,8 @@ def test_include_mistakes_of_its_own() -> None:
         "include 'review': the child must be a Workflow, a workflow name or a path, got int"]
     assert problems_of(lambda: parent(nodes=[
         compute("a", fn), include(review(), as_="bad name")], edges=[])) == [
-        "nodes[1]: node id 'bad name' is invalid: use 1-64 letters, digits, '_' or '-',"
-        " starting with a letter"]
+        "nodes[1]: include of 'review': as_ 'bad name' is invalid: use 1-64 letters, digits,"
+        " '_' or '-', starting with a letter"]
     assert problems_of(lambda: parent(nodes=[
         compute("a", fn), include(review(), input={1, 2}, as_="review"),  # type: ignore[arg-type]
         compute("ship", fn), compute("fix", fn)])) == [
@@ -195,6 +195,14 @@ def test_include_mistakes_of_its_own() -> None:
         compute("a", fn), compute("review", fn), include(review(), as_="review"),
         compute("ship", fn), compute("fix", fn)])) == [
         "node id 'review' is used by more than one node"]
+
+
+def test_an_include_without_as_says_as_is_required() -> None:
+    # ``as_`` has no usable default: left out, the message names the include and the field.
+    assert problems_of(lambda: parent(nodes=[
+        compute("a", fn), include("review-step.workflow.py")], edges=[])) == [
+        "nodes[1]: include of 'review-step.workflow.py': as_ is required: the mount's node"
+        " id, such as include('review-step.workflow.py', as_=\"review\")"]
 
 
 def test_included_result_checks_the_shape() -> None:

@@ -216,10 +216,14 @@ def test_decide_shapes_a_valid_answer(given: Any, answer: Any) -> None:
 
 @pytest.mark.parametrize(("given", "why"), [
     ("maybe", "that is not one of the answers"),
-    ("", "that is not an answer to this decision"),
+    ("", "the answer is empty"),
     (None, "that is not an answer to this decision"),
-    ({"choice": "approve", "by": "timeout"}, "that is not an answer to this decision"),
-    ({"choice": "other", "text": 5}, "that is not an answer to this decision"),
+    ({"choice": "approve", "by": "timeout"},
+     'as JSON, an answer is {"choice": LABEL} or {"choice": LABEL, "text": TEXT}, nothing else'),
+    ({"choice": "reject", "input": {"why": "x"}},
+     'as JSON, an answer is {"choice": LABEL} or {"choice": LABEL, "text": TEXT}, nothing else'),
+    ({"choice": "other", "text": 5},
+     'as JSON, an answer is {"choice": LABEL} or {"choice": LABEL, "text": TEXT}, nothing else'),
     ("approve now", "answer 'approve' takes no text"),
     ("other", "the text of 'other' must be 1-10 characters (it has 0)"),
     ("other eleven chars", "the text of 'other' must be 1-10 characters (it has 12)"),

@@ -107,7 +107,7 @@ def test_the_check_refuses_any_other_value_and_the_schema_says_so_too() -> None:
      "decision_edge from 'kind': 'kind' is a compute node, not a decision(); route it with"
      " switch() instead"),
     ({"node": agent("kind", "Bug or feature?")},
-     "decision_edge from 'kind': 'kind' is a agent node, not a decision(); route it with"
+     "decision_edge from 'kind': 'kind' is an agent node, not a decision(); route it with"
      " switch() instead"),
     ({"cases": ["bug", "feature"]},
      "decision_edge from 'kind': cases must be a dict of choice to target node, got list"),
@@ -140,3 +140,38 @@ def test_the_digest_covers_the_choices_and_leaves_other_definitions_alone() -> N
     assert "decision" not in snapshot(plain)["nodes"][0]
     assert "statusDetail" not in snapshot(plain)["nodes"][0]
     assert "title" not in snapshot(plain)
+
+
+@pytest.mark.timeout(20)
+def test_every_problem_of_a_decision_or_human_decision_names_it_by_its_constructor() -> None:
+    from pi_workflows import DefinitionError, choice, human_decision
+
+    with pytest.raises(DefinitionError) as caught:
+        define_workflow(start_at="h", nodes=[
+            human_decision("h", question="ok?", choices=[choice("yes"), choice("no")],
+                           timeout=-1, status_detail=""),
+            decision("d", question="q", choices=["a", "b"], timeout=-2, status_detail="")],
+            edges=[edge("h", "d")])
+    assert caught.value.problems == [
+        "human_decision node 'h': timeout must be a positive number of seconds, got -1",
+        "human_decision node 'h': status_detail is empty (leave it out instead)",
+        "decision node 'd': timeout must be a positive number of seconds, got -2",
+        "decision node 'd': status_detail is empty (leave it out instead)"]
+
+
+@pytest.mark.timeout(20)
+def test_a_decision_and_a_human_decision_routed_with_each_others_edge_are_told_which() -> None:
+    from pi_workflows import DefinitionError, choice, human_decision, human_decision_edge
+
+    with pytest.raises(DefinitionError) as caught:
+        define_workflow(start_at="d", nodes=[
+            decision("d", question="q", choices=["a", "b"]),
+            human_decision("h", question="q", choices=[choice("y"), choice("n")]),
+            compute("A", lambda ctx: 1), compute("B", lambda ctx: 1)],
+            edges=[human_decision_edge("d", {"a": "h", "b": "A"}),
+                   decision_edge("h", {"y": "A", "n": "B"})])
+    assert sorted(caught.value.problems) == [
+        "decision_edge from 'h': 'h' is a human_decision, not a decision(); route it with"
+        " human_decision_edge() instead",
+        "human_decision_edge from 'd': 'd' is a decision(), not a human_decision; route it"
+        " with decision_edge() instead"]

@@ -93,6 +93,19 @@ def test_two_workflows_in_the_module(tmp_path: Path) -> None:
         "the file defines 2 workflows (workflow, other); a workflow file defines exactly one")
 
 
+def test_a_child_to_include_beside_its_parent_is_told_where_it_goes(tmp_path: Path) -> None:
+    body = simple_source() + (
+        "\nCHILD = define_workflow(start_at='a', nodes=[compute('a', len)],"
+        " exits={'done': 'a'})\n")
+    path = write(tmp_path / "two.workflow.py", body)
+    with pytest.raises(WorkflowLoadError) as caught:
+        load_workflow_file(path)
+    assert caught.value.reason == (
+        "the file defines 2 workflows (workflow, CHILD); a workflow file defines exactly one;"
+        " build a workflow you include inside a function (def child(): return"
+        " define_workflow(...)), or put it in a file of its own and include that file")
+
+
 def test_import_error_carries_the_path_and_line(tmp_path: Path) -> None:
     path = write(tmp_path / "boom.workflow.py", "import os\nraise RuntimeError('kaput')\n")
     with pytest.raises(WorkflowLoadError) as caught:

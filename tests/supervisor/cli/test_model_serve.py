@@ -157,6 +157,35 @@ def test_an_unknown_action_a_busy_port_and_a_foreign_agent_dir_are_refused(
     assert sorted(p.name for p in mine.iterdir()) == ["models.json"]
 
 
+def test_the_users_own_pi_agent_dir_is_refused_even_without_settings(tmp_path: Path) -> None:
+    # ~/.pi/agent with only auth.json: writing there would make every `pi` use the model.
+    own = tmp_path / "home" / ".pi" / "agent"
+    own.mkdir(parents=True)
+    (own / "auth.json").write_text("{}")
+    assert _refused(tmp_path, "serve", "--agent-dir", str(own)) == (
+        f"pi-workflows: error: --agent-dir {own}: that is your own Pi's agent directory,"
+        " which every `pi` reads; give another directory\n")
+    assert sorted(p.name for p in own.iterdir()) == ["auth.json"]  # nothing written
+
+
+def test_a_pi_agent_dir_override_that_serve_wrote_is_still_its_own(tmp_path: Path) -> None:
+    # PI_CODING_AGENT_DIR pointed at the offline directory, so a plain `pi` uses it too.
+    first = _serve(tmp_path, "--agent-dir", str(tmp_path / "agent"))
+    assert first.stdout is not None and first.stdout.readline().startswith(READY)
+    first.send_signal(signal.SIGTERM)
+    first.communicate(timeout=20)
+    env = {**_env(tmp_path), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+    again = subprocess.Popen([sys.executable, "-m", "pi_workflows", "model", "serve",
+                              "--agent-dir", str(tmp_path / "agent"), "--project", str(tmp_path)],
+                             env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert again.stdout is not None and again.stdout.readline().startswith(READY)
+    finally:
+        again.send_signal(signal.SIGTERM)
+        again.communicate(timeout=20)
+    assert again.returncode == 0
+
+
 def test_a_second_serve_reuses_its_own_agent_dir(tmp_path: Path) -> None:
     for _ in range(2):
         proc = _serve(tmp_path, "--agent-dir", str(tmp_path / "agent"))

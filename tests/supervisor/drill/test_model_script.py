@@ -166,3 +166,19 @@ def test_a_delay_too_large_for_a_float_is_one_sentence(tmp_path: Path) -> None:
     script.write_text('{"replies": [{"text": "a", "delay": 1' + "0" * 400 + "}]}")
     with pytest.raises(ScriptError, match="reply 1: delay must be 0 to 60 seconds"):
         load_script(script)
+
+
+def test_a_workflow_tool_reply_gets_the_step_and_attempt_in_progress() -> None:
+    # A script cannot know the attempt id, so an update through the tool is filled in.
+    update = {"tool": "workflow", "arguments": {"action": "update", "update": "half way"}}
+    name, args = _submitted(serve_script([update])(_request(_step())))
+    assert (name, args) == ("workflow", {"action": "update", "update": "half way",
+                                         "step": "summarize",
+                                         "attempt": "summarize-1-4f2a9c"})
+    given = {"tool": "workflow", "arguments": {"action": "update", "step": "s",
+                                               "attempt": "s-1-000000"}}
+    _, args = _submitted(serve_script([given])(_request(_step())))
+    assert args["attempt"] == "s-1-000000" and args["step"] == "s"  # given: kept
+    _, args = _submitted(serve_script([{"tool": "read", "arguments": {"path": "x"}}])(
+        _request(_step())))
+    assert args == {"path": "x"}  # another tool: as written

@@ -163,3 +163,24 @@ def test_logs_of_the_waiting_step_show_the_request(cli: Harness) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "waiting for an answer: the notes are ready" in shown.stdout
     assert "  answers:" in shown.stdout and "    reject" in shown.stdout
+
+
+def test_a_long_question_reads_as_text_in_watch_and_logs_not_as_an_artifact(
+        h: Harness) -> None:
+    from pi_workflows.supervisor.cli.commands.logs import body
+    from pi_workflows.supervisor.views.steplogs import read_steps
+
+    # Over 4 KiB, the question is kept in the bundle's artifacts/ like any long string.
+    h.write("long", """
+from pi_workflows import human_decision, choice
+workflow = define_workflow(start_at="ask", nodes=[human_decision(
+    "ask", question=lambda ctx: "Publish this note? " + "word " * 1200,
+    choices=[choice("yes"), choice("no")])])
+""")
+    run = h.launch("long", {})
+    assert h.execute(run).outcome == "waiting"
+    (waiting,) = [line for line in TraceFollower(h.bundle(run)).lines() if "waiting at" in line]
+    assert 'asks "Publish this note? word word' in waiting and "$artifact" not in waiting
+    (step,) = read_steps(h.bundle(run))
+    shown = body(step)
+    assert "  Publish this note? word word" in shown and "$artifact" not in shown

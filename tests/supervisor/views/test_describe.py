@@ -207,6 +207,23 @@ workflow = define_workflow(
     edges=[edge("first", "m"), edge("m.done", "end")],
 )
 """
+ASKER = """
+workflow = define_workflow(
+    start_at="ask",
+    nodes=[human_decision("ask", question="Ship it?", choices=[choice("yes"), choice("no")]),
+           compute("y", lambda ctx: 1), compute("n", lambda ctx: 2)],
+    edges=[human_decision_edge("ask", {"yes": "y", "no": "n"})],
+    exits={"shipped": "y", "held": "n"},
+)
+"""
+OUTER = """
+workflow = define_workflow(
+    start_at="prep",
+    nodes=[compute("prep", lambda ctx: {}), include("asker", as_="gate"),
+           compute("done", lambda ctx: 1), compute("held", lambda ctx: 2)],
+    edges=[edge("prep", "gate"), edge("gate.shipped", "done"), edge("gate.held", "held")],
+)
+"""
 
 
 def test_a_continuation_inside_an_include_lists_no_include_entry_or_exit_as_carried(
@@ -222,3 +239,37 @@ def test_a_continuation_inside_an_include_lists_no_include_entry_or_exit_as_carr
     rows = [line.split()[:2] for line in steps.splitlines()]
     assert rows == [["first", "carried"], ["m/ask", "done"], ["m/said", "done"],
                     ["end", "done"]], steps
+
+
+def test_a_decision_inside_an_include_names_its_mount_and_its_continuation_carries_steps(
+        cli: Harness) -> None:
+    cli.write("asker", "from pi_workflows import (choice, human_decision,"
+              " human_decision_edge)\n" + ASKER.lstrip())
+    cli.write("outer", "from pi_workflows import include\n" + OUTER.lstrip())
+    run_id = cli.launch("outer", {})
+    assert cli.execute(run_id).outcome == "waiting"
+    assert "waiting at gate/ask (in include gate)" in _status(cli, run_id).splitlines()[0]
+    answered = cli.answer(run_id, "yes")
+    assert cli.execute(answered).outcome == "completed"
+    steps = _status(cli, answered).split("  steps:\n")[1].split("\n  output:")[0]
+    # Only prep was done in the parent; the exit gate.shipped was passed here.
+    assert [line.split()[:2] for line in steps.splitlines()] == [
+        ["prep", "carried"], ["gate/ask", "done"], ["gate/y", "done"], ["done", "done"]]
+
+
+def test_a_checkpoint_with_run_shows_what_it_computed_for_the_person(cli: Harness) -> None:
+    cli.write("merge", """
+workflow = define_workflow(
+    start_at="diff",
+    nodes=[compute("diff", lambda ctx: {"files": ["a.py", "b.py"]}),
+           checkpoint("approve", summary="Merge these changes?",
+                      run=lambda ctx: {"files": len(ctx.outputs["diff"]["files"])})],
+    edges=[edge("diff", "approve")],
+)
+""")
+    run_id = cli.launch("merge", {})
+    assert cli.execute(run_id).outcome == "waiting"
+    text = _status(cli, run_id)
+    assert "    Merge these changes?\n    data:\n      files: 2\n" in text
+    done = run_cli("status", run_id, "--json", "--project", str(cli.project), cwd=cli.root)
+    assert json.loads(done.stdout)["waitingData"] == {"files": 2}

@@ -28,6 +28,15 @@ def test_the_mount_note_names_the_include_of_a_node() -> None:
     assert mount_note("draft") == "" and mount_note(None) == ""
     info = {"currentNode": "review/score", "queueState": "running"}
     assert where_text(info) == "at review/score (in include review)"
+    waiting = {"waitingOn": "review/ask", "queueState": "done"}  # a decision in the child
+    assert where_text(waiting) == "at review/ask (in include review)"
+    event = {"type": "run_waiting", "at": 0, "seq": 5,
+             "payload": {"waitingNode": "review/ask", "output": {"summary": "ok?"}}}
+    assert describe(event).endswith(" waiting at review/ask (in include review): ok?")
+    from pi_workflows.supervisor.session.sync import run_line
+    line = run_line({"runId": "r1", "workflow": "wf", "change": "waiting",
+                     "waitingOn": "review/ask", "summary": "ok?", "answerCommand": "x"})
+    assert "waiting at review/ask (in include review): ok?" in line
 
 
 def test_include_events_read_as_one_line_each() -> None:

@@ -160,3 +160,25 @@ def test_logs_and_the_widget_read_the_updates_of_a_step(tmp_path: Path) -> None:
     copy, end = node_states(tmp_path, "r1")
     assert copy["state"] == "running" and copy["update"] == step.updates[-1]
     assert "update" not in end
+
+
+@pytest.mark.timeout(20)
+def test_logs_keep_the_exit_code_of_a_shell_step_whose_parse_shaped_the_output(
+        tmp_path: Path) -> None:
+    from pi_workflows.supervisor.cli.commands.logs import body
+
+    run = Run(tmp_path)
+    run.event("run_started", 1000, workflow="wf")
+    run.event("node_started", 1000, "copy", step=1)
+    # parse= made the output; the exit status is only in the result record.
+    run.event("node_finished", 2000, "copy", output={"copied": 2},
+              result={"outcome": "ok", "errorCode": None, "error": None, "exitCode": 3},
+              next="end")
+    step, = read_steps(run.bundle)
+    assert step.as_json()["exitCode"] == 3
+    assert "(exit code 3)" in body(step)
+    run.event("node_started", 2000, "end", step=2)
+    run.event("node_finished", 2500, "end", output={"n": 1},
+              result={"outcome": "ok", "errorCode": None, "error": None}, next=None)
+    _, end = read_steps(run.bundle)
+    assert end.as_json()["exitCode"] is None and "exit code" not in body(end)

@@ -23,6 +23,11 @@ def test_failures_show_outcome_code_and_route() -> None:
     assert line.endswith("failed [max_steps_exceeded] too many")
 
 
+def test_a_replaced_agent_output_reads_as_a_line_of_its_node() -> None:
+    line = describe(_event("agent_output_replaced", {"by": "validate"}, "name"))
+    assert line.endswith(" name: submission accepted as the value validate returned (Replace)")
+
+
 def test_long_outputs_are_cut_and_unknown_events_are_named() -> None:
     line = describe(_event("node_finished", {"next": None, "output": "x" * 1000}, "a"))
     assert len(line) < 140 and line.endswith("…")
