@@ -29,7 +29,7 @@ t0=$EPOCHREALTIME
 case " $* " in
   *" --park-on-eof "*) exec {real} "$@" ;;
 esac
-{real} "$@"
+{real} "$@" 2> >(tee -a {log}.err >&2)
 rc=$?
 printf '%s\\t%s\\t%s\\t%s\\n' "$t0" "$EPOCHREALTIME" "$rc" "$*" >> {log}
 exit $rc
@@ -98,7 +98,9 @@ def test_once_the_store_exists_sync_starts_beside_status(
         drill.check()
     statuses = _calls(log, "status", "--nodes")
     syncs = _calls(log, "sync", "--hold-follow-ups")
-    assert all(rc == 0 for _, _, rc, _ in statuses + syncs)
+    failed = [(rc, words) for _, _, rc, words in statuses + syncs if rc != 0]
+    err = log.with_name(log.name + ".err")
+    assert not failed, (failed, err.read_text()[-2000:] if err.exists() else "")
     # Each turn's sync ran while its status ran (either may start first: the sync is
     # asked for first); the session start's settle (before the extension had looked up
     # the store's path) ran them one after the other.
