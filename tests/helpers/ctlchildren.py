@@ -36,3 +36,11 @@ def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: s
             mark.unlink()
             store.finish_reconcile(claim.token, settled())
     Path(out).write_text(json.dumps(got))
+
+
+def open_and_apply(path: str, key: str, barrier: Barrier) -> None:
+    """Open the store (maybe upgrading it) at the same moment as others; apply one spec."""
+    barrier.wait()
+    with Store(Path(path), busy_timeout_ms=20_000) as store:
+        store.apply_spec("files", key, {"by": key})
+        assert store.get("old-run") is not None
