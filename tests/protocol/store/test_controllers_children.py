@@ -114,7 +114,7 @@ def test_a_failure_between_record_and_run_leaves_neither(
         assert child is not None and child.state == "reserved"  # as it was
     # And it works once nothing fails.
     if where == "start_child":
-        child, created = _start(store, claim, source)
+        child, _ = _start(store, claim, source)
     else:
         child = store.enqueue_child("child-1", source, INPUT, token=claim.token)
     assert child.state == "queued" and store.get("child-1") is not None
