@@ -24,6 +24,7 @@ def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: s
                     keys: int, passes: int) -> None:
     """Claim until nothing is due; each reconcile holds ``marks/KEY`` exclusively."""
     got: list[list[str]] = []
+    queued: list[str] = []  # what each enqueue did: added | sooner | kept | dirty
     with Store(Path(path), busy_timeout_ms=20_000) as store:
         barrier.wait()
         n = 0
@@ -33,11 +34,12 @@ def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: s
             os.close(fd)
             got.append([claim.key, claim.token])
             if n < passes:  # queue a neighbour, maybe one being reconciled right now
-                store.enqueue_reconcile("files", f"k{(int(claim.key[1:]) + 1) % keys:03d}")
+                queued.append(store.enqueue_reconcile(
+                    "files", f"k{(int(claim.key[1:]) + 1) % keys:03d}"))
             n += 1
             mark.unlink()
             store.finish_reconcile(claim.token, settled())
-    Path(out).write_text(json.dumps(got))
+    Path(out).write_text(json.dumps({"got": got, "queued": queued}))
 
 
 def open_and_apply(path: str, key: str, barrier: Barrier) -> None:

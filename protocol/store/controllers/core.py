@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...errors import ClaimLost
+from ...errors import ClaimLost, TransitionRefused
 from ...limits import encode_payload, safe_error_message
 from ..base import StoreBase
 from ..db import Tx
@@ -67,8 +67,9 @@ class CtlBase(StoreBase):
         """Queue the key (due ``due_at``, default now); returns what happened.
 
         ``added``: a new row; ``sooner``: a queued row made due earlier;
-        ``kept``: a queued row already due by then; ``dirty``: the key is
-        being reconciled, so it runs again after that reconcile ends.
+        ``kept``: a queued row already due by then, or a key already marked
+        dirty; ``dirty``: the key is being reconciled and is now marked, so
+        it runs again (once) after that reconcile ends.
         """
         due = now if due_at is None else due_at
         row = tx.one(f"SELECT state, due_at, dirty FROM controller_queue WHERE {_RESOURCE}",
@@ -79,9 +80,12 @@ class CtlBase(StoreBase):
                        (controller, key, QUEUED, due, now, now))
             return "added"
         if row["state"] == ACTIVE:
-            if not row["dirty"]:
-                tx.execute(f"UPDATE controller_queue SET dirty = 1, updated_at = ?"
-                           f" WHERE {_RESOURCE} AND state = ?", (now, controller, key, ACTIVE))
+            if row["dirty"]:
+                return "kept"
+            if tx.execute(f"UPDATE controller_queue SET dirty = 1, updated_at = ?"
+                          f" WHERE {_RESOURCE} AND state = ? AND dirty = 0",
+                          (now, controller, key, ACTIVE)) != 1:
+                raise TransitionRefused(f"{controller}/{key} changed concurrently")
             return "dirty"
         if row["due_at"] <= due:
             return "kept"
