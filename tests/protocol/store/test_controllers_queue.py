@@ -259,3 +259,18 @@ def test_a_host_killed_mid_reconcile_loses_nothing(tmp_path: Path) -> None:
             assert heir.finish_reconcile(got.token, settled()).due_at is None
     finally:
         processes.reap(proc)
+
+
+def test_a_busy_host_keeps_watching_so_a_stalled_claim_is_due_on_time(
+        make_store: Callable[..., Store], clock: FakeClock[int]) -> None:
+    holder = make_store(monotonic=FakeClock(0.0))
+    taker_mono = FakeClock(0.0)
+    taker = make_store(monotonic=taker_mono)
+    holder.apply_spec("files", "a", {})
+    claim = _claim(holder, "host-1", 1_000)
+    assert claim is not None
+    taker.watch_reconciles()  # all its slots busy: it only looks
+    assert taker.next_reconcile_due(["files"]) is None  # an active key is not "due"
+    taker_mono.advance(1.0)
+    taken = _claim(taker, "host-2")
+    assert taken is not None and taken.taken_over  # a lease after it first looked, no later
