@@ -225,6 +225,7 @@ class ReconcileContext:
     resource: Resource
     cancel_event: threading.Event = field(default_factory=threading.Event)
     outcome: Outcome | None = None
+    finalizer_removed: bool = False
     _logs: int = 0
 
     def __post_init__(self) -> None:
@@ -254,6 +255,13 @@ class ReconcileContext:
                 or not 0 <= seconds <= 86_400:
             raise ReconcileError(f"ctx.requeue_after: seconds must be 0 to 86400, got {seconds!r}")
         return self._end("requeue_after", patch, float(seconds))
+
+    def remove_finalizer(self) -> None:
+        """This controller's cleanup of a deleted resource is done: with the outcome's
+        write its finalizer goes, and the store deletes the resource once none is left."""
+        if not self.resource.metadata.deletion_requested:
+            raise ReconcileError("ctx.remove_finalizer: the resource is not being deleted")
+        self.finalizer_removed = True
 
     def cancelled(self) -> bool:
         """True once this reconcile should stop (its timeout, or the worker stopping)."""

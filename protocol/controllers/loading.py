@@ -125,12 +125,12 @@ def load_controller_file(path: Path | str, *, timeout_s: float | None = None) ->
     return LoadedController(controller, real, hashlib.sha256(data).hexdigest())
 
 
-def load_active(settings: SettingsLike, project: Path | str,
-                ) -> tuple[dict[str, LoadedController], dict[str, ControllerLoadError]]:
+def load_active_in(local: Path, shared: Path,
+                   ) -> tuple[dict[str, LoadedController], dict[str, ControllerLoadError]]:
     """Every active (not shadowed) controller file imported: (loaded, errors) by name."""
     loaded: dict[str, LoadedController] = {}
     errors: dict[str, ControllerLoadError] = {}
-    for f in controller_files_for(settings, project):
+    for f in controller_files(local, shared):
         if f.shadowed:
             continue
         try:

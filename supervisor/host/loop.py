@@ -4,7 +4,8 @@ Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
 runners -> reap children -> stop hung workers -> renew held claims ->
 restart crashed ones -> answer due human decisions (``deadlines``) -> claim
 up to the concurrency limit, unless the
-runs directory's disk is full: ``diskgate``) so tests drive
+runs directory's disk is full: ``diskgate`` -> keep the controller workers:
+``controllers``) so tests drive
 it without threads; ``start`` is start-up (lock, register, reap orphans,
 take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
 and the wait. Time and the OS (``OsLayer``) come in from outside. Imports
@@ -49,6 +50,7 @@ from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from ..views.holds import chat_hold, hold_text, is_chat_runner
+from .controllers import ControllerWorkers
 from .crashes import CrashBudget
 from .deadlines import Deadlines
 from .diskgate import DiskGate
@@ -145,6 +147,11 @@ class Host:
         self.disk = DiskGate(paths.runs_dir, monotonic)
         # Human decisions' on_timeout deadlines: answered by the host when due.
         self.deadlines = Deadlines(self.store, paths.runs_dir, wall_ms=clock)
+        # Reconciles run in controller worker processes of their own, never here.
+        self.controllers = ControllerWorkers(
+            store=self.store, settings=settings, project=paths.project,
+            project_key=self.project_key, runner_id=self.runner_id,
+            config_json=self.worker_config, monotonic=monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -191,6 +198,7 @@ class Host:
             self.deadlines.step()  # a continuation it queues is claimed just below
             if not self.disk.full:
                 self._claim()
+        self.controllers.step(self.stopping)
         self._set_title()
 
     def _note_holds(self) -> None:
@@ -500,6 +508,7 @@ class Host:
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
         now = self.monotonic()
+        self.controllers.shutdown()
         for handle in self.workers.values():
             handle.kill(now)
         for handle in self.workers.values():

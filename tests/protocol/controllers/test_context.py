@@ -254,3 +254,13 @@ def test_log_is_bounded():
     for _ in range(30):
         ctx.log("x" * 5000)
     assert len(port.logs) == 20 and len(port.logs[0]) == 2003
+
+
+def test_remove_finalizer_only_while_deleting():
+    with pytest.raises(ReconcileError, match="not being deleted"):
+        _ctx(FakePort()).remove_finalizer()
+    meta = {"uid": "u1", "controller": "c", "key": "k", "resource_version": 1,
+            "generation": 1, "deletion_requested": True, "finalizers": ["c"]}
+    ctx = ReconcileContext(FakePort(), resource_view(meta, {}, {}))
+    ctx.remove_finalizer()
+    assert ctx.finalizer_removed

@@ -1,0 +1,161 @@
+"""The host's controller workers: keeping N of them running, and the child-run feed.
+
+Owns ``ControllerWorkers``, the host's one step for controllers: while a
+``*.controller.py`` file exists (the directories are scanned every few
+seconds, names and mtimes only, nothing imported) keep
+``controller_workers`` worker processes (``procs.ctlworkers``) alive,
+restart a dead one after a backoff that doubles per crash, restart them all
+when the files change (they load the new code), stop them while the host
+drains; and read the run feed so a child run that ended requeues the
+resource that started it. Reconciles never run in the host's process.
+Imports ``protocol``, ``procs``; never the worker package.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from ...protocol.controllers.loading import controller_files
+from ...protocol.definitions.discovery import workflow_dirs
+from ...protocol.errors import PiWorkflowsError
+from ...protocol.states import TERMINAL
+from ...protocol.store import Store
+from ..procs.ctlworkers import spawn_controller_worker
+from ..procs.workers import Proc
+
+if TYPE_CHECKING:
+    from ...protocol.settingspec import SettingsLike
+
+SCAN_EVERY_S = 2.0
+MAX_BACKOFF_S = 30.0
+STOP_GRACE_S = 5.0
+ENDED = frozenset(str(s) for s in TERMINAL)
+
+Spawn = Callable[[int], Proc]
+
+
+@dataclass
+class Slot:
+    proc: Proc | None = None
+    due: float = 0.0
+    crashes: int = 0
+    stopping_since: float | None = None
+
+
+class ControllerWorkers:
+    def __init__(self, *, store: Store, settings: SettingsLike, project: Path, project_key: str,
+                 runner_id: str, config_json: str, monotonic: Callable[[], float],
+                 spawn: Spawn | None = None) -> None:
+        self.store = store
+        self.count = settings.controller_workers
+        self.backoff_s = max(0.1, settings.restart_backoff_s)
+        self.dirs = workflow_dirs(settings, project)
+        self.monotonic = monotonic
+        self.spawn = spawn or (lambda slot: spawn_controller_worker(
+            slot, project=project, project_key=project_key, runner_id=runner_id,
+            dirs=self.dirs, config_json=config_json))
+        self.slots = [Slot() for _ in range(self.count)]
+        self.files: tuple[tuple[str, float], ...] = ()
+        self._next_scan = 0.0
+        self._seq: int | None = None
+
+    # ---- the host's step -----------------------------------------------------
+
+    def step(self, stopping: bool) -> None:
+        now = self.monotonic()
+        self._reap(now)
+        if now >= self._next_scan:
+            self._next_scan = now + SCAN_EVERY_S
+            self._scan(now)
+        if stopping or not self.files:
+            self._stop_all(now)
+            return
+        self._feed()
+        for index, slot in enumerate(self.slots):
+            if slot.proc is None and slot.due <= now:
+                try:
+                    slot.proc = self.spawn(index)
+                except OSError as exc:
+                    slot.due = now + self.backoff_s
+                    logger.warning("could not start controller worker {}: {}", index, exc)
+                    continue
+                logger.info("controller worker {} -> pid {}", index, slot.proc.pid)
+
+    def _reap(self, now: float) -> None:
+        for index, slot in enumerate(self.slots):
+            if slot.proc is None or (code := slot.proc.poll()) is None:
+                continue
+            stopped = slot.stopping_since is not None
+            slot.proc, slot.stopping_since = None, None
+            if code == 0 or stopped:
+                slot.due, slot.crashes = now, 0
+                continue
+            slot.crashes += 1
+            delay = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (slot.crashes - 1))
+            slot.due = now + delay
+            logger.warning("controller worker {} exited (status {}); restart in {:.1f} s",
+                           index, code, delay)
+
+    def _scan(self, now: float) -> None:
+        found = []
+        for f in controller_files(*self.dirs):
+            try:
+                found.append((str(f.path), f.path.stat().st_mtime))
+            except OSError:
+                continue
+        files = tuple(found)
+        if files != self.files and self.files:
+            logger.info("controller files changed; restarting the controller workers")
+            self._stop_all(now)
+        self.files = files
+
+    def _stop_all(self, now: float) -> None:
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
+            if slot.stopping_since is None:
+                slot.stopping_since = now
+                slot.proc.send(signal.SIGTERM)
+            elif now - slot.stopping_since >= STOP_GRACE_S:
+                slot.proc.send_group(signal.SIGKILL)
+
+    def _feed(self) -> None:
+        """A child run that ended requeues its parent resource now."""
+        try:
+            if self._seq is None:
+                self._seq = self.store.last_event_seq()
+            for event in self.store.events_since(self._seq, limit=500):
+                self._seq = event.seq
+                if event.type in ENDED:
+                    self.store.requeue_parent_of_child_run(event.run_id)
+        except PiWorkflowsError as exc:
+            logger.warning("controller feed: {}", exc)
+
+    # ---- the end ---------------------------------------------------------------
+
+    def alive(self) -> int:
+        return sum(1 for s in self.slots if s.proc is not None)
+
+    def shutdown(self) -> None:
+        """Stop every controller worker: TERM, a grace, then KILL; reap them all."""
+        for slot in self.slots:
+            if slot.proc is not None:
+                slot.proc.send(signal.SIGTERM)
+        for slot in self.slots:
+            if slot.proc is None:
+                continue
+            try:
+                slot.proc.wait(STOP_GRACE_S)
+            except Exception:  # it ignored TERM (a reconcile in hand): killed
+                slot.proc.send_group(signal.SIGKILL)
+                try:
+                    slot.proc.wait(5)
+                except Exception as exc:
+                    logger.warning("controller worker {} did not exit: {}", slot.proc.pid, exc)
+            slot.proc = None

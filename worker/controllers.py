@@ -1,0 +1,179 @@
+"""A controller worker process: claims reconciles and runs them, one at a time.
+
+Owns the ``--controllers SLOT`` role of ``python -m pi_workflows.worker``:
+load the project's controller files (each within the load bound; a broken
+file is logged and skipped), then loop: claim the next due reconcile of one
+of those controllers, run ``reconcile(ctx, resource)`` under a renewer that
+renews the work lease at a third of it and, past the controller's timeout,
+sets ``ctx.cancelled()``, then after a grace requeues the key by token and
+ends the process (a reconcile that ignores its cancel is abandoned; a kill
+-9 instead leaves the lease to expire). The outcome, the status patch
+merged, is written by token. The title names the controller and key while a
+reconcile runs. Imports ``protocol`` and ``worker.process`` (boot helpers)
+and ``worker.ctlport``; must not import ``supervisor``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..protocol.clock import now_ms
+from ..protocol.controllers.context import ReconcileContext
+from ..protocol.controllers.define import Outcome, merge_status, resource_view
+from ..protocol.controllers.loading import LoadedController, load_active_in
+from ..protocol.errors import ClaimLost, PiWorkflowsError
+from ..protocol.limits import safe_error_message
+from ..protocol.paths import project_key
+from ..protocol.store import Store
+from ..protocol.titles import controller_title, set_title
+from ..protocol.wire import WorkerExit
+from .ctlport import ClaimedPort
+from .process import die_with_parent, load_config, open_worker_store
+
+IDLE_WAIT_S = 0.2  # between claims when nothing is due
+# A reconcile past its timeout gets this long (at most) to notice its cancel.
+CANCEL_GRACE_S = 2.0
+TIMED_OUT_EXIT = 25
+
+
+class Stop:
+    """SIGTERM/SIGINT: finish the reconcile in hand, claim no more."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.event.set())
+
+
+class Watchdog(threading.Thread):
+    """Renews one work claim at a third of its lease; ends a reconcile past its timeout."""
+
+    def __init__(self, cfg: Any, claim: Any, timeout_s: float, cancel: threading.Event,
+                 lease_ms: int) -> None:
+        super().__init__(daemon=True, name="reconcile-watchdog")
+        self.cfg, self.claim, self.timeout_s, self.cancel = cfg, claim, timeout_s, cancel
+        self.every_s = max(0.05, lease_ms / 3000)
+        self.done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        store = open_worker_store(self.cfg)  # its own connection: the reconcile has the other
+        started = now_ms()
+        try:
+            while not self.done.wait(self.every_s):
+                elapsed = (now_ms() - started) / 1000
+                try:
+                    store.renew_reconcile(self.claim.controller, self.claim.key,
+                                          self.claim.token)
+                except ClaimLost:
+                    self.lost = True
+                    self.cancel.set()
+                    return
+                except PiWorkflowsError as exc:  # a busy store: the next renewal tries again
+                    sys.stderr.write(f"pi-workflows controller: renew failed: {exc}\n")
+                if elapsed >= self.timeout_s:
+                    self.cancel.set()
+                if elapsed >= self.timeout_s + min(CANCEL_GRACE_S, self.timeout_s):
+                    self._abandon(store)
+        finally:
+            store.close()
+
+    def _abandon(self, store: Store) -> None:
+        """Requeue the key (with backoff) under our token, then end the process."""
+        try:
+            store.fail_reconcile(self.claim.controller, self.claim.key, self.claim.token,
+                                 f"the reconcile ran past its timeout ({self.timeout_s:g} s)"
+                                 " and was abandoned")
+        except PiWorkflowsError as exc:
+            sys.stderr.write(f"pi-workflows controller: could not requeue: {exc}\n")
+        os._exit(TIMED_OUT_EXIT)
+
+
+def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
+    project = Path(args.project)
+    local = Path(args.workflows_dir) if args.workflows_dir else project / ".pi" / "workflows"
+    shared = Path(args.global_dir) if args.global_dir else Path("~/.pi/agent/workflows")
+    return local.expanduser(), shared.expanduser()
+
+
+def reconcile_one(store: Store, cfg: Any, claim: Any, loaded: LoadedController,
+                  dirs: tuple[Path, Path]) -> str:
+    """Run one claimed reconcile to its written outcome; returns the outcome's kind."""
+    row = store.get_resource(claim.controller, claim.key)
+    if row is None:  # deleted meanwhile: nothing to reconcile
+        store.complete_reconcile(claim.controller, claim.key, claim.token, outcome="settled")
+        return "gone"
+    resource = resource_view(row.metadata(), row.spec, row.status)
+    port = ClaimedPort(store, controller=claim.controller, key=claim.key, uid=row.uid,
+                       token=claim.token, dirs=dirs)
+    ctx = ReconcileContext(port, resource)
+    dog = Watchdog(cfg, claim, loaded.controller.timeout, ctx.cancel_event, cfg.lease_ms)
+    dog.start()
+    error: str | None = None
+    try:
+        loaded.controller.reconcile(ctx, resource)
+        if ctx.outcome is None:
+            error = ("reconcile returned without ending: call ctx.settled(),"
+                     " ctx.requeue() or ctx.requeue_after()")
+    except ClaimLost:
+        return "lost"
+    except Exception as exc:
+        error = safe_error_message(f"{type(exc).__name__}: {exc}")
+        if os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
+            traceback.print_exc()
+    finally:
+        dog.done.set()
+        dog.join()
+    if dog.lost:
+        return "lost"
+    if error is not None:
+        store.fail_reconcile(claim.controller, claim.key, claim.token, error)
+        return "error"
+    outcome: Outcome = ctx.outcome  # type: ignore[assignment]
+    status = merge_status(row.status, outcome.patch, generation=row.generation, now_ms=now_ms())
+    store.complete_reconcile(claim.controller, claim.key, claim.token, outcome=outcome.kind,
+                             resource_version=row.resource_version, status=status,
+                             after_ms=int(outcome.after_s * 1000),
+                             remove_finalizer=ctx.finalizer_removed)
+    return outcome.kind
+
+
+def serve_controllers(args: argparse.Namespace) -> int:
+    """The controller worker's life: boot, load, claim and reconcile until stopped."""
+    key, slot = project_key(Path(args.project)), int(args.controllers)
+    set_title(controller_title(key, slot, "booting"))
+    die_with_parent()
+    stop = Stop()
+    parent = args.parent_pid if args.parent_pid is not None else os.getppid()
+    try:
+        cfg = load_config(args.project)
+        store = open_worker_store(cfg)
+    except (PiWorkflowsError, OSError) as exc:
+        sys.stderr.write(f"pi-workflows controller: boot error: {exc}\n")
+        return WorkerExit.BOOT_ERROR
+    dirs = _dirs(args)
+    loaded, errors = load_active_in(*dirs)
+    for name, err in errors.items():
+        sys.stderr.write(f"pi-workflows controller: {name}: {err.reason}\n")
+    names = sorted(loaded)
+    owner = f"{args.runner}/controller-{slot}/{os.getpid()}"
+    while not stop.event.is_set() and os.getppid() == parent:
+        set_title(controller_title(key, slot, "idle"))
+        claim = store.claim_reconcile(names, owner) if names else None
+        if claim is None:
+            stop.event.wait(IDLE_WAIT_S)
+            continue
+        set_title(controller_title(key, slot, f"{claim.controller}/{claim.key}"))
+        try:
+            reconcile_one(store, cfg, claim, loaded[claim.controller], dirs)
+        except ClaimLost:
+            continue
+    store.close()
+    return WorkerExit.FINISHED
