@@ -14,6 +14,7 @@ from ..clock import Clock, now_ms
 from .base import intent_id_for
 from .catchup import CatchUp, CatchUpOps
 from .claims import ClaimOps
+from .controllers import ControllerOps
 from .db import Database, check_layout, sqlite_version
 from .effects import EffectOps
 from .feed import FeedOps
@@ -47,8 +48,8 @@ __all__ = [
 ]
 
 
-class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, EffectOps,
-            RetentionOps):
+class Store(ControllerOps, QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps,
+            EffectOps, RetentionOps):
     """All store operations over one connection (use one ``Store`` per thread)."""
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,
@@ -57,6 +58,7 @@ class Store(QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps, FeedOps, Effe
         self._db = Database(Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
         self._clock = clock
         self._watch = LeaseWatch(monotonic)
+        self._ctl_watch = LeaseWatch(monotonic)  # reconcile claims (controllers.workqueue)
         self.lease_ms = lease_ms
         self.path = Path(path)
 

@@ -115,6 +115,13 @@ class StoreBase:
              encode_payload(payload, "turn intent payload"), now))
         return intent_id, True
 
+    def _after_run_ended(self, tx: Tx, run_id: str, state: str, now: int) -> None:
+        """Inside the transaction that ended a run: what else must commit with it.
+
+        Nothing here; the controllers' mixin queues the parent resource of a
+        child run (``controllers.children``).
+        """
+
     @staticmethod
     def _event(tx: Tx, run_id: str, type_: str, at: int, payload: dict[str, Any]) -> int:
         """Append one row to the run-level feed; payloads never hold private input."""

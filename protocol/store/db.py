@@ -4,6 +4,11 @@ Owns: opening the store file with private modes, verifying the exact schema
 layout, pragmas, ``BEGIN IMMEDIATE`` transactions, and translating SQLite
 errors into transient/permanent store errors. Knows nothing about queue
 semantics. Imports ``protocol.errors``, ``protocol.paths`` and ``.schema``.
+
+The one upgrade: a file that is exactly ``pi-workflows.store.v1`` gets the
+tables v2 adds (``schema.CONTROLLER_STATEMENTS``) and the v2 id in one
+``BEGIN IMMEDIATE`` transaction on open; every other layout is refused with
+the reset instruction, as before.
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ from ..errors import (
     UsageError,
 )
 from ..paths import ensure_private_dir
-from .schema import SCHEMA_ID, SCHEMA_STATEMENTS
+from .schema import (
+    CONTROLLER_STATEMENTS,
+    SCHEMA_ID,
+    SCHEMA_STATEMENTS,
+    V1_SCHEMA_ID,
+    V1_STATEMENTS,
+)
 
 Row = dict[str, Any]
 
@@ -98,9 +109,19 @@ class Tx:
 @functools.cache
 def expected_layout() -> list[tuple[str, str, str]]:
     """The schema objects exactly as SQLite records them for a fresh store."""
+    return _layout_of(SCHEMA_STATEMENTS)
+
+
+@functools.cache
+def v1_layout() -> list[tuple[str, str, str]]:
+    """The objects of a ``pi-workflows.store.v1`` file: the one layout upgraded on open."""
+    return _layout_of(V1_STATEMENTS)
+
+
+def _layout_of(statements: Sequence[str]) -> list[tuple[str, str, str]]:
     conn = sqlite3.connect(":memory:")
     try:
-        for statement in SCHEMA_STATEMENTS:
+        for statement in statements:
             conn.execute(statement)
         return [
             (str(t), str(n), str(s))
@@ -201,6 +222,8 @@ def check_layout(path: Path) -> str | None:
         raise _reset_instruction(path, f"not a readable SQLite store: {exc}") from None
     if not objects:
         return None
+    if schema_id == V1_SCHEMA_ID and objects == v1_layout():
+        return V1_SCHEMA_ID  # upgraded in place by the next open
     if schema_id != SCHEMA_ID:
         raise _reset_instruction(path, f"schema {schema_id or 'unknown'}, need {SCHEMA_ID}")
     if objects != expected_layout():
@@ -230,7 +253,7 @@ class Database:
         wal = self.path.with_name(self.path.name + "-wal")
         if not self.path.exists() and wal.exists() and wal.stat().st_size > 0:
             raise _orphan_wal(self.path)
-        fresh = False
+        fresh = upgrade = False
         try:
             fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
             os.close(fd)
@@ -238,7 +261,7 @@ class Database:
         except FileExistsError:
             pass
         if not fresh:
-            self._verify_existing()
+            upgrade = self._verify_existing()
         conn = sqlite3.connect(
             self.path, timeout=self._busy_timeout_ms / 1000, isolation_level=None,
             check_same_thread=False,
@@ -248,7 +271,10 @@ class Database:
             conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
             conn.execute("PRAGMA foreign_keys = ON")
             self._conn = conn
-            self._create_if_empty()
+            if upgrade:
+                self._upgrade_v1()
+            else:
+                self._create_if_empty()
             self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous = {synchronous}")
         except BaseException:
@@ -281,19 +307,47 @@ class Database:
                 raise StorePermanentError(f"store {self.path} could not switch to WAL (got {mode})")
             return
 
-    def _verify_existing(self) -> None:
+    def _verify_existing(self) -> bool:
+        """Refuse any layout but ours; True for an exact v1 file (to upgrade)."""
         if self.path.stat().st_size == 0:
-            return  # created by a process that crashed before the schema; fill it in
+            return False  # created by a process that crashed before the schema; fill it in
         try:
             objects, schema_id = _read_layout(self.path)
         except sqlite3.DatabaseError as exc:
             raise _reset_instruction(self.path, f"not a readable SQLite store: {exc}") from None
         if not objects:
-            return
+            return False
+        if schema_id == V1_SCHEMA_ID and objects == v1_layout():
+            return True
         if schema_id != SCHEMA_ID:
             found = schema_id or "unknown"
             raise _reset_instruction(self.path, f"schema {found}, need {SCHEMA_ID}")
         if objects != expected_layout():
+            raise _reset_instruction(self.path, "table layout differs from " + SCHEMA_ID)
+        return False
+
+    def _upgrade_v1(self) -> None:
+        """v1 -> v2 in place: add the controller tables and bump the id, in one
+        write transaction that checks the layout again (another opener may have
+        upgraded it meanwhile: then there is nothing to do). Additive only:
+        no v1 row or object changes. A crash before COMMIT leaves v1."""
+        with self.transaction() as tx:
+            schema_id = tx.scalar("SELECT value FROM store_meta WHERE key = 'schema'")
+            if schema_id == V1_SCHEMA_ID:
+                objects = [(str(r["type"]), str(r["name"]), str(r["sql"])) for r in tx.all(
+                    "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+                    " AND sql IS NOT NULL ORDER BY type, name")]
+                if objects != v1_layout():
+                    raise _reset_instruction(self.path, "table layout differs from "
+                                             + V1_SCHEMA_ID)
+                for statement in CONTROLLER_STATEMENTS:
+                    tx.execute(statement)
+                if tx.execute("UPDATE store_meta SET value = ? WHERE key = 'schema'"
+                              " AND value = ?", (SCHEMA_ID, V1_SCHEMA_ID)) != 1:
+                    raise StorePermanentError(f"store {self.path}: the schema id changed"
+                                              " during its upgrade")
+        objects, schema_id = _read_layout(self.path)
+        if schema_id != SCHEMA_ID or objects != expected_layout():
             raise _reset_instruction(self.path, "table layout differs from " + SCHEMA_ID)
 
     def _create_if_empty(self) -> None:

@@ -8,6 +8,7 @@ whose row count is checked. Does not import sqlite3.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -71,7 +72,10 @@ class QueueOps(StoreBase):
         fork: tuple[str, str] | None = None,
         agent_dir: str | None = None,
         by_agent: bool = False,
+        tx: Tx | None = None,
     ) -> tuple[QueueRow, Claim | None]:
+        """Insert one run row; inside ``tx`` (the caller's transaction) if given,
+        so a caller's own record commits with it (a controller's child run)."""
         validate_run_id(run_id)
         if parent_run_id is not None:
             validate_run_id(parent_run_id)
@@ -96,7 +100,7 @@ class QueueOps(StoreBase):
         if claim_runner:
             check_transition(run_id, Q.QUEUED, Q.STARTING)  # born queued, claimed at once
         try:
-            with self._db.transaction() as tx:
+            with self._db.transaction() if tx is None else contextlib.nullcontext(tx) as tx:
                 if parent_run_id is not None and tx.scalar(
                         "SELECT cancel_requested FROM workflow_run_queue WHERE run_id = ?",
                         (parent_run_id,)):
@@ -229,6 +233,8 @@ class QueueOps(StoreBase):
             self._event(tx, run_id, to_state, now, {"from": row.state, **(payload or {})})
             if after is not None:
                 after(tx, row, now)
+            if ends:
+                self._after_run_ended(tx, run_id, to_state, now)
             return load_row(tx, run_id)
 
     def mark_running(self, run_id: str, token: str) -> QueueRow:

@@ -1,15 +1,19 @@
-"""The store's DDL, verbatim: the one definition of ``pi-workflows.store.v1``.
+"""The store's DDL, verbatim: the one definition of ``pi-workflows.store.v2``.
 
-No migrations in alpha: any other layout is refused on open (see db.py).
-The DDL spells queue states as SQL text; a test holds it to
-``protocol.states``. Imports nothing.
+``V1_STATEMENTS`` is the frozen layout of ``pi-workflows.store.v1``;
+``CONTROLLER_STATEMENTS`` the tables v2 adds (controllers, issue 24). The
+one upgrade there is: a v1 file, exactly as v1 laid it out, gets the
+controller tables and the v2 id in one transaction on open (db.py); any
+other layout is refused. The DDL spells queue states as SQL text; a test
+holds it to ``protocol.states``. Imports nothing.
 """
 
 from __future__ import annotations
 
-SCHEMA_ID = "pi-workflows.store.v1"
+SCHEMA_ID = "pi-workflows.store.v2"
+V1_SCHEMA_ID = "pi-workflows.store.v1"
 
-SCHEMA_STATEMENTS: tuple[str, ...] = (
+V1_STATEMENTS: tuple[str, ...] = (
     """CREATE TABLE store_meta (
     key TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -131,3 +135,82 @@ SCHEMA_STATEMENTS: tuple[str, ...] = (
     heartbeat_at INTEGER NOT NULL
 )""",
 )
+
+# Controllers (issue 24): resources, their work queue, events, reconcile
+# effects and child runs. Additive only: nothing of v1 changes.
+CONTROLLER_STATEMENTS: tuple[str, ...] = (
+    """CREATE TABLE controller_resources (
+    controller TEXT NOT NULL,
+    key TEXT NOT NULL,
+    uid TEXT NOT NULL UNIQUE,
+    resource_version INTEGER NOT NULL CHECK (resource_version >= 1),
+    generation INTEGER NOT NULL CHECK (generation >= 1),
+    spec TEXT NOT NULL,
+    status TEXT NOT NULL,
+    deletion_requested INTEGER NOT NULL DEFAULT 0 CHECK (deletion_requested IN (0, 1)),
+    finalizers TEXT NOT NULL DEFAULT '[]',
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (controller, key)
+)""",
+    """CREATE TABLE controller_queue (
+    controller TEXT NOT NULL,
+    key TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('queued', 'active')),
+    due_at INTEGER NOT NULL,
+    dirty INTEGER NOT NULL DEFAULT 0 CHECK (dirty IN (0, 1)),
+    attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    runner_id TEXT,
+    claim_token TEXT UNIQUE,
+    lease_expires_at INTEGER,
+    lease_ms INTEGER,
+    last_error TEXT,
+    enqueued_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (controller, key),
+    CHECK ((claim_token IS NOT NULL) = (state = 'active')),
+    CHECK ((runner_id IS NOT NULL) = (claim_token IS NOT NULL)),
+    CHECK ((lease_expires_at IS NOT NULL) = (claim_token IS NOT NULL)),
+    CHECK ((lease_ms IS NOT NULL) = (claim_token IS NOT NULL))
+) WITHOUT ROWID""",
+    """CREATE INDEX controller_queue_due ON controller_queue(state, due_at)""",
+    """CREATE TABLE controller_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    controller TEXT NOT NULL,
+    key TEXT NOT NULL,
+    uid TEXT,
+    type TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    message TEXT,
+    data TEXT NOT NULL
+)""",
+    """CREATE INDEX controller_events_by_resource ON controller_events(controller, key, seq)""",
+    """CREATE TABLE controller_effects (
+    controller TEXT NOT NULL,
+    key TEXT NOT NULL,
+    effect_key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    generation INTEGER NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'applied', 'rejected', 'indeterminate')),
+    result TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (controller, key, effect_key)
+) WITHOUT ROWID""",
+    """CREATE TABLE controller_children (
+    controller TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_key TEXT NOT NULL,
+    attempt INTEGER NOT NULL CHECK (attempt >= 1),
+    workflow TEXT NOT NULL,
+    input_fingerprint TEXT NOT NULL,
+    run_id TEXT NOT NULL UNIQUE,
+    state TEXT NOT NULL CHECK (state IN ('reserved', 'queued', 'interrupted')),
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    PRIMARY KEY (controller, key, request_key, attempt)
+) WITHOUT ROWID""",
+)
+
+SCHEMA_STATEMENTS: tuple[str, ...] = V1_STATEMENTS + CONTROLLER_STATEMENTS
