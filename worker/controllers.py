@@ -16,24 +16,33 @@ and ``worker.ctlport``; must not import ``supervisor``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
-from typing import Any
 
-from ..protocol.clock import now_ms
 from ..protocol.controllers.context import ReconcileContext
-from ..protocol.controllers.define import Outcome, merge_status, resource_view
+from ..protocol.controllers.define import resource_view
 from ..protocol.controllers.loading import LoadedController, load_active_in
 from ..protocol.errors import ClaimLost, PiWorkflowsError
 from ..protocol.limits import safe_error_message
 from ..protocol.paths import project_key
 from ..protocol.store import Store
+from ..protocol.store.controllers import (
+    ReconcileClaim,
+    Resource,
+    error,
+    requeue,
+    requeue_after,
+    settled,
+)
 from ..protocol.titles import controller_title, set_title
 from ..protocol.wire import WorkerExit
+from ..protocol.workerconfig import WorkerConfig
 from .ctlport import ClaimedPort
 from .process import die_with_parent, load_config, open_worker_store
 
@@ -55,23 +64,22 @@ class Stop:
 class Watchdog(threading.Thread):
     """Renews one work claim at a third of its lease; ends a reconcile past its timeout."""
 
-    def __init__(self, cfg: Any, claim: Any, timeout_s: float, cancel: threading.Event,
-                 lease_ms: int) -> None:
+    def __init__(self, cfg: WorkerConfig, claim: ReconcileClaim, timeout_s: float,
+                 cancel: threading.Event) -> None:
         super().__init__(daemon=True, name="reconcile-watchdog")
         self.cfg, self.claim, self.timeout_s, self.cancel = cfg, claim, timeout_s, cancel
-        self.every_s = max(0.05, lease_ms / 3000)
+        self.every_s = max(0.05, claim.lease_ms / 3000)
         self.done = threading.Event()
         self.lost = False
 
     def run(self) -> None:
         store = open_worker_store(self.cfg)  # its own connection: the reconcile has the other
-        started = now_ms()
+        started = time.monotonic()
         try:
             while not self.done.wait(self.every_s):
-                elapsed = (now_ms() - started) / 1000
+                elapsed = time.monotonic() - started
                 try:
-                    store.renew_reconcile(self.claim.controller, self.claim.key,
-                                          self.claim.token)
+                    store.renew_reconcile(self.claim.token)
                 except ClaimLost:
                     self.lost = True
                     self.cancel.set()
@@ -87,12 +95,9 @@ class Watchdog(threading.Thread):
 
     def _abandon(self, store: Store) -> None:
         """Requeue the key (with backoff) under our token, then end the process."""
-        try:
-            store.fail_reconcile(self.claim.controller, self.claim.key, self.claim.token,
-                                 f"the reconcile ran past its timeout ({self.timeout_s:g} s)"
-                                 " and was abandoned")
-        except PiWorkflowsError as exc:
-            sys.stderr.write(f"pi-workflows controller: could not requeue: {exc}\n")
+        with contextlib.suppress(PiWorkflowsError):
+            store.finish_reconcile(self.claim.token, error(
+                f"the reconcile ran past its timeout ({self.timeout_s:g} s) and was abandoned"))
         os._exit(TIMED_OUT_EXIT)
 
 
@@ -103,29 +108,42 @@ def _dirs(args: argparse.Namespace) -> tuple[Path, Path]:
     return local.expanduser(), shared.expanduser()
 
 
-def reconcile_one(store: Store, cfg: Any, claim: Any, loaded: LoadedController,
-                  dirs: tuple[Path, Path]) -> str:
+def _with_finalizer(store: Store, claim: ReconcileClaim, row: Resource) -> Resource | None:
+    """The resource holding this controller's finalizer (added before the first
+    reconcile, so a delete waits for its cleanup); None if the write lost a race."""
+    if row.deletion_requested or claim.controller in row.finalizers:
+        return row
+    out = store.add_finalizer(claim.controller, claim.key, claim.controller,
+                              row.resource_version, token=claim.token)
+    return out if isinstance(out, Resource) else None
+
+
+def reconcile_one(store: Store, cfg: WorkerConfig, claim: ReconcileClaim,
+                  loaded: LoadedController, dirs: tuple[Path, Path]) -> str:
     """Run one claimed reconcile to its written outcome; returns the outcome's kind."""
-    row = store.get_resource(claim.controller, claim.key)
-    if row is None:  # deleted meanwhile: nothing to reconcile
-        store.complete_reconcile(claim.controller, claim.key, claim.token, outcome="settled")
-        return "gone"
+    row = claim.resource
+    if row is not None:
+        row = _with_finalizer(store, claim, row)
+        if row is None:  # the row moved under us: the store queued the key again
+            return store.finish_reconcile(claim.token, requeue()).outcome
+    if row is None:
+        return store.finish_reconcile(claim.token, settled()).outcome
     resource = resource_view(row.metadata(), row.spec, row.status)
-    port = ClaimedPort(store, controller=claim.controller, key=claim.key, uid=row.uid,
-                       token=claim.token, dirs=dirs)
+    port = ClaimedPort(store, controller=claim.controller, key=claim.key, token=claim.token,
+                       dirs=dirs)
     ctx = ReconcileContext(port, resource)
-    dog = Watchdog(cfg, claim, loaded.controller.timeout, ctx.cancel_event, cfg.lease_ms)
+    dog = Watchdog(cfg, claim, loaded.controller.timeout, ctx.cancel_event)
     dog.start()
-    error: str | None = None
+    problem: str | None = None
     try:
         loaded.controller.reconcile(ctx, resource)
         if ctx.outcome is None:
-            error = ("reconcile returned without ending: call ctx.settled(),"
-                     " ctx.requeue() or ctx.requeue_after()")
+            problem = ("reconcile returned without ending: call ctx.settled(),"
+                       " ctx.requeue() or ctx.requeue_after()")
     except ClaimLost:
         return "lost"
     except Exception as exc:
-        error = safe_error_message(f"{type(exc).__name__}: {exc}")
+        problem = safe_error_message(f"{type(exc).__name__}: {exc}")
         if os.environ.get("PI_WORKFLOWS_DEBUG") == "1":
             traceback.print_exc()
     finally:
@@ -133,16 +151,24 @@ def reconcile_one(store: Store, cfg: Any, claim: Any, loaded: LoadedController,
         dog.join()
     if dog.lost:
         return "lost"
-    if error is not None:
-        store.fail_reconcile(claim.controller, claim.key, claim.token, error)
-        return "error"
-    outcome: Outcome = ctx.outcome  # type: ignore[assignment]
-    status = merge_status(row.status, outcome.patch, generation=row.generation, now_ms=now_ms())
-    store.complete_reconcile(claim.controller, claim.key, claim.token, outcome=outcome.kind,
-                             resource_version=row.resource_version, status=status,
-                             after_ms=int(outcome.after_s * 1000),
-                             remove_finalizer=ctx.finalizer_removed)
-    return outcome.kind
+    if problem is not None:
+        return store.finish_reconcile(claim.token, error(problem)).outcome
+    outcome = ctx.outcome
+    assert outcome is not None
+    version = row.resource_version
+    if ctx.finalizer_removed:
+        gone = store.remove_finalizer(claim.controller, claim.key, claim.controller, version,
+                                      token=claim.token)
+        if not isinstance(gone, Resource):  # deleted, or lost a race (queued again)
+            return store.finish_reconcile(claim.token, settled()).outcome
+        version = gone.resource_version
+    done = store.finish_reconcile(claim.token, _STORE_OUTCOME[outcome.kind](outcome),
+                                  expected_version=version, status_patch=dict(outcome.patch))
+    return done.outcome
+
+
+_STORE_OUTCOME = {"settled": lambda o: settled(), "requeue": lambda o: requeue(),
+                  "requeue_after": lambda o: requeue_after(o.after_s)}
 
 
 def serve_controllers(args: argparse.Namespace) -> int:
@@ -163,10 +189,10 @@ def serve_controllers(args: argparse.Namespace) -> int:
     for name, err in errors.items():
         sys.stderr.write(f"pi-workflows controller: {name}: {err.reason}\n")
     names = sorted(loaded)
-    owner = f"{args.runner}/controller-{slot}/{os.getpid()}"
+    owner = args.runner  # the host's: its death (proven) returns the keys at once
     while not stop.event.is_set() and os.getppid() == parent:
         set_title(controller_title(key, slot, "idle"))
-        claim = store.claim_reconcile(names, owner) if names else None
+        claim = store.claim_reconcile(names, owner, cfg.lease_ms) if names else None
         if claim is None:
             stop.event.wait(IDLE_WAIT_S)
             continue

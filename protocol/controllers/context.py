@@ -11,12 +11,12 @@ reserved and saved before it is queued; an ``interrupted`` child gets a new
 attempt with a new run id). Every store write goes through ``ReconcilePort``
 under the reconcile's claim token, so a worker that lost its claim writes
 nothing. Imports ``protocol`` only (definitions for the child's input, the
-store's error types); must not import ``worker`` or ``supervisor``.
+store's error types and request fingerprint); must not import ``worker`` or
+``supervisor``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from ..errors import ConflictError, UsageError
 from ..jsonenc import canonical_json
-from ..limits import MAX_PAYLOAD_BYTES
+from ..store.controllers.bounds import fingerprint
 from .define import Outcome, Resource, patch_problems
 
 EFFECT_FINAL = ("applied", "rejected")
@@ -33,15 +33,6 @@ OBSERVED = ("applied", "not_applied", "indeterminate")
 CHILD_ACTIVE = ("reserved", "queued", "starting", "running", "parked")
 MAX_LOG_CHARS = 2000
 MAX_LOGS_PER_PASS = 20
-
-
-def fingerprint(value: Any) -> str:
-    """sha256 of the canonical JSON of ``value`` (refused past the payload limit)."""
-    text = canonical_json(value)
-    if len(text) > MAX_PAYLOAD_BYTES:
-        raise UsageError(f"the request is {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
-                         code="payload_too_large")
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 class ReconcileError(UsageError):

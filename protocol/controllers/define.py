@@ -179,34 +179,9 @@ def _condition_problems(cond: object) -> list[str]:
     return out
 
 
-def merge_status(status: Mapping[str, Any], patch: Mapping[str, Any] | None, *,
-                 generation: int, now_ms: int) -> dict[str, Any]:
-    """The status after ``patch``: conditions merged by type, ``last_transition`` kept
-    unless the condition's status changed, ``observed_generation`` stamped on each."""
-    out = dict(status)
-    patch = dict(patch or {})
-    conditions = patch.pop("conditions", None)
-    out.update(patch)
-    if conditions is not None:
-        old = {c.get("type"): c for c in status.get("conditions") or ()}
-        merged = {t: dict(c) for t, c in old.items()}
-        for cond in conditions:
-            item = {"type": cond["type"], "status": cond["status"],
-                    "reason": cond.get("reason") or "", "message": cond.get("message") or "",
-                    "observed_generation": cond.get("observed_generation", generation)}
-            before = old.get(cond["type"])
-            same = before is not None and before.get("status") == cond["status"]
-            item["last_transition"] = before.get("last_transition") if same and before \
-                else now_ms
-            merged[cond["type"]] = item
-        out["conditions"] = list(merged.values())
-    return out
-
-
 def initial_status(controller: Controller, spec: Any) -> dict[str, Any]:
-    """A new resource's status: nothing observed, Ready unknown, the controller's own part."""
-    return {"observed_generation": 0,
-            "conditions": [{"type": "Ready", "status": "unknown", "reason": "Pending",
-                            "message": "not reconciled yet", "observed_generation": 0,
-                            "last_transition": None}],
-            "workflow_run": None, "controller_status": controller.initial_status(spec)}
+    """The status patch a new resource starts with: Ready unknown, and the
+    controller's own part, ``initial_status(spec)`` (the file's code)."""
+    return {"conditions": [{"type": "Ready", "status": "unknown", "reason": "Pending",
+                            "message": "not reconciled yet", "observed_generation": None}],
+            "controller_status": controller.initial_status(spec)}

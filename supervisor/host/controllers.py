@@ -13,6 +13,7 @@ Imports ``protocol``, ``procs``; never the worker package.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,8 +24,7 @@ from loguru import logger
 
 from ...protocol.controllers.loading import controller_files
 from ...protocol.definitions.discovery import workflow_dirs
-from ...protocol.errors import PiWorkflowsError
-from ...protocol.states import TERMINAL
+from ...protocol.errors import NotFound, PiWorkflowsError
 from ...protocol.store import Store
 from ..procs.ctlworkers import spawn_controller_worker
 from ..procs.workers import Proc
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 SCAN_EVERY_S = 2.0
 MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 5.0
-ENDED = frozenset(str(s) for s in TERMINAL)
 
 Spawn = Callable[[int], Proc]
 
@@ -126,14 +125,19 @@ class ControllerWorkers:
                 slot.proc.send_group(signal.SIGKILL)
 
     def _feed(self) -> None:
-        """A child run that ended requeues its parent resource now."""
+        """A child run that ended requeues its parent resource now.
+
+        The store queues the parent in the transaction that ends the child;
+        this reads the feed behind it (a catch-up, deduplicated by the queue),
+        so a parent is requeued even for a child ended by an older store.
+        """
         try:
             if self._seq is None:
                 self._seq = self.store.last_event_seq()
-            for event in self.store.events_since(self._seq, limit=500):
-                self._seq = event.seq
-                if event.type in ENDED:
-                    self.store.requeue_parent_of_child_run(event.run_id)
+            for ended in self.store.children_ended_after(self._seq):
+                self._seq = ended.seq
+                with contextlib.suppress(NotFound):  # the resource was deleted since
+                    self.store.enqueue_reconcile(ended.controller, ended.key)
         except PiWorkflowsError as exc:
             logger.warning("controller feed: {}", exc)
 

@@ -33,7 +33,7 @@ from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
 from ...protocol.retry import with_retries
 from ...protocol.states import QueueState
-from ...protocol.store import Claim, RunnerRow, Store, open_store
+from ...protocol.store import Claim, Gone, RunnerRow, Store, open_store
 from ...protocol.throttle import Throttle, held_note
 from ...protocol.titles import host_title, set_title
 from ...protocol.wire import PARK_MARGIN_S, ForkRequest, WorkerExit, marker_value
@@ -225,6 +225,12 @@ class Host:
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0
         for row in dead:  # each claim is tracked as soon as it is ours
+            # Its controller workers' reconcile claims go back to the queue at once.
+            released = self.store.release_reconciles(Gone(row.runner_id, row.pid,
+                                                          row.pid_start_time))
+            if released:
+                logger.info("requeued {} reconcile(s) of dead runner {}", released,
+                            row.runner_id)
             for claim in self.store.take_over_runner(row, self.runner_id):
                 self.pending[claim.run_id] = Pending(claim, self.monotonic())
                 taken += 1

@@ -7,7 +7,6 @@ from pi_workflows import define_controller
 from pi_workflows.protocol.controllers.define import (
     ControllerDefinitionError,
     initial_status,
-    merge_status,
     patch_problems,
     resource_view,
 )
@@ -74,16 +73,11 @@ def test_patch_rules():
     assert patch_problems([]) == ["a status patch must be a dict, got list"]
 
 
-def test_merge_keeps_last_transition_unless_the_status_changes():
+def test_initial_status_is_a_patch_with_ready_unknown():
     c = _ok(initial_status=lambda spec: {"n": spec["n"]})
-    s0 = initial_status(c, {"n": 1})
-    assert s0["controller_status"] == {"n": 1}
-    s1 = merge_status(s0, {"conditions": [{"type": "Ready", "status": "true"}]},
-                      generation=1, now_ms=100)
-    s2 = merge_status(s1, {"conditions": [{"type": "Ready", "status": "true", "reason": "x"}]},
-                      generation=2, now_ms=200)
-    ready = s2["conditions"][0]
-    assert ready["last_transition"] == 100 and ready["observed_generation"] == 2
+    patch = initial_status(c, {"n": 1})
+    assert patch["controller_status"] == {"n": 1} and patch_problems(patch) == []
+    assert patch["conditions"][0]["status"] == "unknown"
 
 
 SOURCE = """
