@@ -212,3 +212,40 @@ def _fp(value):
     return fingerprint(value)
 
 
+
+
+ABANDON = """
+import sys, time
+from types import SimpleNamespace
+from pi_workflows import define_controller
+from pi_workflows.protocol.controllers.loading import LoadedController
+from pi_workflows.protocol.store import Store
+from pi_workflows.worker.controllers import reconcile_one
+
+path = sys.argv[1]
+store = Store(path, lease_ms=3000)
+cfg = SimpleNamespace(paths=SimpleNamespace(store_file=path), lease_ms=3000,
+                      busy_timeout_ms=5000, sqlite_synchronous="NORMAL")
+store.apply_spec("files", "a", {})
+claim = store.claim_reconcile(["files"], "host-test", 3000)
+def stuck(ctx, r):
+    while True:  # ignores ctx.cancelled()
+        time.sleep(0.05)
+loaded = LoadedController(define_controller(name="files", initial_status=lambda s: {},
+                                            reconcile=stuck, timeout=0.3), "p", "s")
+reconcile_one(store, cfg, claim, loaded, (None, None))
+"""
+
+
+def test_a_reconcile_past_its_timeout_is_abandoned_and_requeued(tmp_path):
+    import subprocess
+    import sys
+
+    store_file = tmp_path / "store.sqlite"
+    proc = subprocess.run([sys.executable, "-c", ABANDON, str(store_file)], timeout=30,
+                          capture_output=True, text=True)
+    assert proc.returncode == 25, proc.stderr
+    with Store(store_file) as store:
+        entry = store.queue_entry("files", "a")
+    assert entry.state == "queued" and entry.attempts == 1
+    assert "ran past its timeout (0.3 s)" in entry.last_error
