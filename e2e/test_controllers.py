@@ -69,7 +69,9 @@ def test_the_filesync_example_follows_its_spec_and_deletes(project: Project) -> 
     child = got["children"][0]
     assert child["runState"] == "done" and child["workflow"] == "filesync-report"
     runs = json.loads(project.cli("list", "--json").stdout)
-    assert child["runId"] in json.dumps(runs)
+    mine = [r for r in runs["runs"] if r["runId"] == child["runId"]]
+    assert mine and mine[0]["controller"]["key"] == "notes", runs
+    assert "(controller filesync/notes)" in project.cli("list").stdout
     _apply(project, "notes", {"path": "synced/notes.txt", "text": "changed"})
     got = wait_for(lambda: _ready_at(project, "notes", 2), 60, what="notes Ready at 2",
                    diag=_diag(project))
@@ -130,11 +132,6 @@ def reconcile(ctx, resource):
 controller = define_controller(
     name="filesync", initial_status=lambda spec: {"writes": 0}, reconcile=reconcile, timeout=60)
 '''
-
-
-def _writes_in_log(project: Project) -> int:
-    return (project.root / "writes.log").read_text().count("\n") \
-        if (project.root / "writes.log").exists() else 0
 
 
 def test_kill9_inside_apply_and_between_effect_and_status(project: Project) -> None:
