@@ -48,7 +48,7 @@ def test_a_healthy_project_and_a_running_host(project: Project) -> None:
     assert _state(project.paths.state_dir) == before
     assert checks["pi"]["level"] == "ok" and re.match(r"pi \d+\.\d+", checks["pi"]["message"])
     store = checks["store"]
-    assert store["level"] == "ok" and "pi-workflows.store.v1" in store["message"]
+    assert store["level"] == "ok" and "pi-workflows.store.v2" in store["message"]
     assert checks["permissions"]["level"] == "ok" and checks["host"]["level"] == "info"
     assert all(set(c) == {"check", "level", "message", "paths"} for c in out["checks"])
     host = project.start_host()

@@ -224,6 +224,8 @@ def check_layout(path: Path) -> str | None:
         return None
     if schema_id == V1_SCHEMA_ID and objects == v1_layout():
         return V1_SCHEMA_ID  # upgraded in place by the next open
+    if schema_id == V1_SCHEMA_ID:
+        raise _reset_instruction(path, "table layout differs from " + V1_SCHEMA_ID)
     if schema_id != SCHEMA_ID:
         raise _reset_instruction(path, f"schema {schema_id or 'unknown'}, need {SCHEMA_ID}")
     if objects != expected_layout():
@@ -319,6 +321,8 @@ class Database:
             return False
         if schema_id == V1_SCHEMA_ID and objects == v1_layout():
             return True
+        if schema_id == V1_SCHEMA_ID:  # an earlier alpha's v1, or a hand-edited one
+            raise _reset_instruction(self.path, "table layout differs from " + V1_SCHEMA_ID)
         if schema_id != SCHEMA_ID:
             found = schema_id or "unknown"
             raise _reset_instruction(self.path, f"schema {found}, need {SCHEMA_ID}")

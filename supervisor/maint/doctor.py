@@ -28,7 +28,7 @@ from ...protocol.paths import Paths
 from ...protocol.pibin import PiUnavailable, find_pi
 from ...protocol.settingspec import SettingsLike
 from ...protocol.spawn import PIPE, TimeoutExpired, signal_group, spawn
-from ...protocol.store import check_layout, sqlite_version
+from ...protocol.store import SCHEMA_ID, check_layout, sqlite_version
 from ..views.wording import cli
 
 LOW_DISK_BYTES = 100 * 1024 * 1024
@@ -92,6 +92,9 @@ def check_store(paths: Paths) -> Check:
     if schema is None:
         return Check("store", "warn", f"{store} is empty (a process stopped while creating it;"
                      " the next command lays it out)", (str(store),))
+    if schema != SCHEMA_ID:  # a v1 store: the next open upgrades it in place
+        return Check("store", "ok", f"{schema} at {store} (the next command upgrades it in"
+                     f" place to {SCHEMA_ID}; runs are kept)")
     return Check("store", "ok", f"{schema} at {store}")
 
 

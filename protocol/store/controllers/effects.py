@@ -108,18 +108,19 @@ class CtlEffectOps(CtlBase):
         assert out is not None
         return out
 
-    def mark_reconcile_effect_applied(self, controller: str, key: str, effect_key: str, result: Any, *,
-                            token: str) -> ReconcileEffect:
+    def mark_reconcile_effect_applied(self, controller: str, key: str, effect_key: str,
+                                      result: Any, *, token: str) -> ReconcileEffect:
         """``pending -> applied`` with its result (final)."""
         return self._mark(controller, key, effect_key, "applied", result, token)
 
-    def mark_reconcile_effect_rejected(self, controller: str, key: str, effect_key: str, result: Any, *,
-                             token: str) -> ReconcileEffect:
+    def mark_reconcile_effect_rejected(self, controller: str, key: str, effect_key: str,
+                                       result: Any, *, token: str) -> ReconcileEffect:
         """``pending -> rejected`` with its result (final)."""
         return self._mark(controller, key, effect_key, "rejected", result, token)
 
     def mark_reconcile_effect_indeterminate(self, controller: str, key: str, effect_key: str,
-                                  result: Any = None, *, token: str) -> ReconcileEffect:
+                                            result: Any = None, *, token: str
+                                            ) -> ReconcileEffect:
         """``pending -> indeterminate``: apply raised, or observe could not tell."""
         return self._mark(controller, key, effect_key, "indeterminate", result, token)
 
