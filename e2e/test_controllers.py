@@ -171,3 +171,39 @@ def _read(path: Path) -> str | None:
         return path.read_text() or None
     except FileNotFoundError:
         return None
+
+
+HOLDING_REPORT = '''
+import os, time
+from pathlib import Path
+from pi_workflows import compute, define_workflow
+
+
+def report(ctx):
+    flag = ctx.project_dir / ".hold-report"
+    if flag.exists():
+        flag.unlink()
+        (ctx.project_dir / ".in-report").write_text(str(os.getpid()))
+        time.sleep(120)
+    return {"ok": True}
+
+
+workflow = define_workflow(start_at="report", nodes=[compute("report", report)])
+'''
+
+
+def test_a_child_run_whose_worker_dies_gets_a_new_attempt(project: Project) -> None:
+    _install(project)
+    (project.root / ".pi" / "workflows" / "filesync-report.workflow.py").write_text(
+        HOLDING_REPORT)
+    (project.root / ".hold-report").write_text("")
+    project.start_host()
+    _apply(project, "c", {"path": "out/c.txt", "text": "C"})
+    pid = int(wait_for(lambda: _read(project.root / ".in-report"), 60, what="c's report runs",
+                       diag=_diag(project)))
+    os.kill(pid, signal.SIGKILL)  # the child run's worker
+    got = wait_for(lambda: _ready_at(project, "c", 1), 90, what="c Ready after a new attempt",
+                   diag=_diag(project))
+    attempts = [(c["attempt"], c["state"], c["runState"]) for c in got["children"]]
+    assert attempts == [(1, "interrupted", "failed"), (2, "queued", "done")], attempts
+    assert len({c["runId"] for c in got["children"]}) == 2

@@ -6,8 +6,10 @@ seconds, names and mtimes only, nothing imported) keep
 ``controller_workers`` worker processes (``procs.ctlworkers``) alive,
 restart a dead one after a backoff that doubles per crash, restart them all
 when the files change (they load the new code), stop them while the host
-drains; and read the run feed so a child run that ended requeues the
-resource that started it. Reconciles never run in the host's process.
+drains; read the run feed so a child run that ended requeues the
+resource that started it; and ``interrupt_child``: a child run whose runner
+died is marked interrupted and failed, never resumed (new-attempt
+semantics, seed 000 decision 3). Reconciles never run in the host's process.
 Imports ``protocol``, ``procs``; never the worker package.
 """
 
@@ -25,7 +27,8 @@ from loguru import logger
 from ...protocol.controllers.loading import controller_files
 from ...protocol.definitions.discovery import workflow_dirs
 from ...protocol.errors import NotFound, PiWorkflowsError
-from ...protocol.store import Store
+from ...protocol.store import Claim, Store
+from ..procs.claims import fail_claimed
 from ..procs.ctlworkers import spawn_controller_worker
 from ..procs.workers import Proc
 
@@ -163,3 +166,26 @@ class ControllerWorkers:
                 except Exception as exc:
                     logger.warning("controller worker {} did not exit: {}", slot.proc.pid, exc)
             slot.proc = None
+
+
+INTERRUPTED = "interrupted"
+
+
+def interrupt_child(store: Store, runs_dir: Path, claim: Claim, why: str, *,
+                    lock_timeout: float) -> bool:
+    """A controller's child run whose runner died is not resumed: True if ``claim``'s
+    run is one, now marked ``interrupted`` (its parent reconciles again and starts
+    a new attempt) and failed with code ``interrupted``; False for any other run.
+
+    The record first: a host killed between the two finds the run again at its
+    takeover, and the mark is a no-op the second time.
+    """
+    if store.child_by_run(claim.run_id) is None:
+        return False
+    store.mark_child_interrupted(claim.run_id, why)
+    fail_claimed(store, runs_dir, claim, INTERRUPTED,
+                 f"{why}; a controller's child run is not resumed: its controller starts a"
+                 " new attempt", lock_timeout=lock_timeout)
+    logger.info("child run {} interrupted ({}); its controller starts a new attempt",
+                claim.run_id, why)
+    return True

@@ -50,7 +50,7 @@ from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from ..views.holds import chat_hold, hold_text, is_chat_runner
-from .controllers import ControllerWorkers
+from .controllers import ControllerWorkers, interrupt_child
 from .crashes import CrashBudget
 from .deadlines import Deadlines
 from .diskgate import DiskGate
@@ -232,8 +232,12 @@ class Host:
                 logger.info("requeued {} reconcile(s) of dead runner {}", released,
                             row.runner_id)
             for claim in self.store.take_over_runner(row, self.runner_id):
-                self.pending[claim.run_id] = Pending(claim, self.monotonic())
                 taken += 1
+                if interrupt_child(self.store, self.paths.runs_dir, claim,
+                                   f"its runner {row.runner_id} died",
+                                   lock_timeout=SETTLE_LOCK_S):
+                    continue
+                self.pending[claim.run_id] = Pending(claim, self.monotonic())
         return taken
 
     def _take_over_dead_runners(self) -> None:
@@ -318,6 +322,10 @@ class Host:
                 who = park_locked(self.store, self.paths.runs_dir, claim, holders)
                 logger.warning("run {}: parked, its bundle is locked by {}", run_id, who)
                 return
+        if interrupt_child(self.store, self.paths.runs_dir, claim,
+                           f"its worker crashed (status {code})", lock_timeout=SETTLE_LOCK_S):
+            self.crashes.forget(run_id)
+            return
         crashes = self.crashes.record(run_id)
 
         window = self.settings.crash_window_s
