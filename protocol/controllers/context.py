@@ -259,7 +259,8 @@ class ReconcileContext:
         return self.cancel_event.is_set()
 
     def log(self, message: str, *, level: str = "info", data: Any = None) -> None:
-        """A line in the resource's events (bounded: 2,000 characters, 20 a pass)."""
+        """A line about the resource (bounded: 2,000 characters, 20 a pass): the port
+        records it (``worker.ctlport``: the host log until the store has an event append)."""
         self._logs += 1
         if self._logs > MAX_LOGS_PER_PASS:
             return
