@@ -28,9 +28,10 @@ from pathlib import Path
 from ..protocol.controllers.context import ReconcileContext
 from ..protocol.controllers.define import resource_view
 from ..protocol.controllers.loading import LoadedController, load_active_in
-from ..protocol.errors import ClaimLost, PiWorkflowsError
+from ..protocol.errors import ClaimLost, PiWorkflowsError, StoreTransientError, UsageError
 from ..protocol.limits import safe_error_message
 from ..protocol.paths import project_key
+from ..protocol.retry import with_retries
 from ..protocol.store import Store
 from ..protocol.store.controllers import (
     ReconcileClaim,
@@ -162,13 +163,25 @@ def reconcile_one(store: Store, cfg: WorkerConfig, claim: ReconcileClaim,
         if not isinstance(gone, Resource):  # deleted, or lost a race (queued again)
             return store.finish_reconcile(claim.token, settled()).outcome
         version = gone.resource_version
-    done = store.finish_reconcile(claim.token, _STORE_OUTCOME[outcome.kind](outcome),
-                                  expected_version=version, status_patch=dict(outcome.patch))
+    try:
+        done = store.finish_reconcile(claim.token, _STORE_OUTCOME[outcome.kind](outcome),
+                                      expected_version=version, status_patch=dict(outcome.patch))
+    except UsageError as exc:  # the patch broke a store bound (a reason too long, 256 KiB)
+        done = store.finish_reconcile(claim.token, error(f"the status patch was refused: {exc}"))
     return done.outcome
 
 
 _STORE_OUTCOME = {"settled": lambda o: settled(), "requeue": lambda o: requeue(),
                   "requeue_after": lambda o: requeue_after(o.after_s)}
+
+
+_TITLE: list[str] = [""]
+
+
+def _title(text: str) -> None:
+    if _TITLE[0] != text:  # the idle loop sets it many times a second
+        _TITLE[0] = text
+        set_title(text)
 
 
 def serve_controllers(args: argparse.Namespace) -> int:
@@ -180,7 +193,8 @@ def serve_controllers(args: argparse.Namespace) -> int:
     parent = args.parent_pid if args.parent_pid is not None else os.getppid()
     try:
         cfg = load_config(args.project)
-        store = open_worker_store(cfg)
+        # A busy store backs off and retries (for up to a lease) on every call.
+        store = with_retries(open_worker_store(cfg), deadline_s=cfg.lease_ms / 1000)
     except (PiWorkflowsError, OSError) as exc:
         sys.stderr.write(f"pi-workflows controller: boot error: {exc}\n")
         return WorkerExit.BOOT_ERROR
@@ -191,15 +205,26 @@ def serve_controllers(args: argparse.Namespace) -> int:
     names = sorted(loaded)
     owner = args.runner  # the host's: its death (proven) returns the keys at once
     while not stop.event.is_set() and os.getppid() == parent:
-        set_title(controller_title(key, slot, "idle"))
-        claim = store.claim_reconcile(names, owner, cfg.lease_ms) if names else None
+        _title(controller_title(key, slot, "idle"))
+        try:
+            claim = store.claim_reconcile(names, owner, cfg.lease_ms) if names else None
+        except StoreTransientError as exc:
+            sys.stderr.write(f"pi-workflows controller: store busy: {exc}\n")
+            claim = None
         if claim is None:
             stop.event.wait(IDLE_WAIT_S)
             continue
-        set_title(controller_title(key, slot, f"{claim.controller}/{claim.key}"))
+        _title(controller_title(key, slot, f"{claim.controller}/{claim.key}"))
         try:
             reconcile_one(store, cfg, claim, loaded[claim.controller], dirs)
         except ClaimLost:
             continue
+        except StoreTransientError as exc:  # busy past a lease: the lease returns the key
+            sys.stderr.write(f"pi-workflows controller: store busy: {exc}\n")
+            stop.event.wait(IDLE_WAIT_S)
+        except PiWorkflowsError as exc:  # the store refused a write (a status over its bound)
+            sys.stderr.write(f"pi-workflows controller: {claim.controller}/{claim.key}: {exc}\n")
+            with contextlib.suppress(PiWorkflowsError):
+                store.finish_reconcile(claim.token, error(f"the store refused a write: {exc}"))
     store.close()
     return WorkerExit.FINISHED

@@ -249,3 +249,13 @@ def test_a_reconcile_past_its_timeout_is_abandoned_and_requeued(tmp_path):
         entry = store.queue_entry("files", "a")
     assert entry.state == "queued" and entry.attempts == 1
     assert "ran past its timeout (0.3 s)" in entry.last_error
+
+
+def test_a_status_the_store_refuses_is_an_error_not_a_crash(env):
+    env.store.apply_spec("files", "a", {})
+
+    def reconcile(ctx, r):
+        ctx.settled({"conditions": [{"type": "Ready", "status": "true", "reason": "x" * 500}]})
+
+    assert _run(env, reconcile) == "error"
+    assert "status patch was refused" in env.store.queue_entry("files", "a").last_error
