@@ -121,3 +121,11 @@ def test_files_are_found_beside_workflows_and_shadowed(tmp_path):
     (shared / "b.controller.py").write_text("")
     found = [(f.name, f.scope, f.shadowed) for f in controller_files(local, shared)]
     assert found == [("a", "project", False), ("a", "global", True), ("b", "global", False)]
+
+
+def test_the_worked_example_loads():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "examples" / "filesync.controller.py"
+    loaded = load_controller_file(path)
+    assert loaded.name == "filesync" and loaded.controller.timeout == 30
