@@ -25,6 +25,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ..protocol.clock import now_ms
 from ..protocol.controllers.context import ReconcileContext
 from ..protocol.controllers.define import resource_view
 from ..protocol.controllers.loading import LoadedController, load_active_in
@@ -42,24 +43,39 @@ from ..protocol.store.controllers import (
     settled,
 )
 from ..protocol.titles import controller_title, set_title
-from ..protocol.wire import WorkerExit
+from ..protocol.wire import NUDGE_SIGNAL, WorkerExit
 from ..protocol.workerconfig import WorkerConfig
 from .ctlport import ClaimedPort
 from .process import die_with_parent, load_config, open_worker_store
 
-IDLE_WAIT_S = 0.2  # between claims when nothing is due
+# The longest an idle worker waits before it looks at the queue again (a stalled
+# claim to take over); a nudge from the host or the next due time ends it sooner.
+IDLE_WAIT_S = 1.0
 # A reconcile past its timeout gets this long (at most) to notice its cancel.
 CANCEL_GRACE_S = 2.0
 TIMED_OUT_EXIT = 25
 
 
 class Stop:
-    """SIGTERM/SIGINT: finish the reconcile in hand, claim no more."""
+    """SIGTERM/SIGINT: finish the reconcile in hand, claim no more. The host's nudge
+    (``NUDGE_SIGNAL``: a resource was applied, deleted or queued) ends an idle wait."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.nudge = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: self.event.set())
+            signal.signal(sig, lambda *_: (self.event.set(), self.nudge.set()))
+        signal.signal(NUDGE_SIGNAL, lambda *_: self.nudge.set())
+
+    def idle(self, store: Store, names: list[str]) -> None:
+        """Wait for a nudge, the next key's due time, or ``IDLE_WAIT_S`` at most."""
+        wait = IDLE_WAIT_S
+        with contextlib.suppress(PiWorkflowsError):
+            due = store.next_reconcile_due(names) if names else None
+            if due is not None:
+                wait = min(wait, max(0.0, (due - now_ms()) / 1000))
+        self.nudge.wait(wait)
+        self.nudge.clear()
 
 
 class Watchdog(threading.Thread):
@@ -212,7 +228,7 @@ def serve_controllers(args: argparse.Namespace) -> int:
             sys.stderr.write(f"pi-workflows controller: store busy: {exc}\n")
             claim = None
         if claim is None:
-            stop.event.wait(IDLE_WAIT_S)
+            stop.idle(store, names)
             continue
         _title(controller_title(key, slot, f"{claim.controller}/{claim.key}"))
         try:

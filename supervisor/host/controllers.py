@@ -28,6 +28,7 @@ from ...protocol.controllers.loading import controller_files
 from ...protocol.definitions.discovery import workflow_dirs
 from ...protocol.errors import NotFound, PiWorkflowsError
 from ...protocol.store import Claim, Store
+from ...protocol.wire import NUDGE_SIGNAL
 from ..procs.claims import fail_claimed
 from ..procs.ctlworkers import spawn_controller_worker
 from ..procs.workers import Proc
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 SCAN_EVERY_S = 2.0
 MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 5.0
+NUDGE_AFTER_S = 10.0  # a worker this old has booted: it handles the nudge signal
 
 Spawn = Callable[[int], Proc]
 
@@ -48,6 +50,7 @@ class Slot:
     due: float = 0.0
     crashes: int = 0
     stopping_since: float | None = None
+    started: float = 0.0
 
 
 class ControllerWorkers:
@@ -66,6 +69,7 @@ class ControllerWorkers:
         self.files: tuple[tuple[str, float], ...] = ()
         self._next_scan = 0.0
         self._seq: int | None = None
+        self._ctl_seq: int | None = None
 
     # ---- the host's step -----------------------------------------------------
 
@@ -79,10 +83,11 @@ class ControllerWorkers:
             self._stop_all(now)
             return
         self._feed()
+        self._nudge()
         for index, slot in enumerate(self.slots):
             if slot.proc is None and slot.due <= now:
                 try:
-                    slot.proc = self.spawn(index)
+                    slot.proc, slot.started = self.spawn(index), now
                 except OSError as exc:
                     slot.due = now + self.backoff_s
                     logger.warning("could not start controller worker {}: {}", index, exc)
@@ -126,6 +131,23 @@ class ControllerWorkers:
                 slot.proc.send(signal.SIGTERM)
             elif now - slot.stopping_since >= STOP_GRACE_S:
                 slot.proc.send_group(signal.SIGKILL)
+
+    def _nudge(self) -> None:
+        """Something was written to the controller tables (an apply, a delete, a
+        ``controller reconcile``; the CLI pokes the host): wake the idle workers."""
+        try:
+            seq = self.store.last_controller_seq()
+        except PiWorkflowsError:
+            return
+        if self._ctl_seq is not None and seq != self._ctl_seq:
+            now = self.monotonic()
+            for slot in self.slots:
+                # Not one still booting: until its handler is installed the signal
+                # would end it (and a new worker claims at once anyway).
+                if slot.proc is not None and slot.stopping_since is None \
+                        and now - slot.started >= NUDGE_AFTER_S:
+                    slot.proc.send(NUDGE_SIGNAL)
+        self._ctl_seq = seq
 
     def _feed(self) -> None:
         """A child run that ended requeues its parent resource now.

@@ -99,3 +99,18 @@ def test_a_changed_file_restarts_the_workers(env):
     env.workers.step(False)  # TERM to both
     env.workers.step(False)  # reaped, started again
     assert len(env.spawned) == 4
+
+
+def test_a_write_nudges_the_booted_workers_only(env, tmp_path):
+    from pi_workflows.protocol.wire import NUDGE_SIGNAL
+
+    (env.local / "a.controller.py").write_text("")
+    env.workers.step(False)
+    env.workers.store.apply_spec("a", "k", {})
+    env.workers.step(False)  # just started: not nudged
+    assert all(NUDGE_SIGNAL not in p.signals for _, p in env.spawned)
+    env.clock.now += 11
+    env.workers.step(False)  # nothing new
+    env.workers.store.apply_spec("a", "k", {"new": 1})
+    env.workers.step(False)
+    assert all(NUDGE_SIGNAL in p.signals for _, p in env.spawned)
