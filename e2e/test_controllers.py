@@ -110,6 +110,8 @@ def _write(request):
         flag.unlink()
         _Path(".in-apply").write_text(str(__import__("os").getpid()))
         _time.sleep(120)
+    with open("writes.log", "a") as log:  # every write that really ran
+        log.write(request["path"] + "\\n")
     return _real_write(request)
 
 
@@ -164,6 +166,8 @@ def test_kill9_inside_apply_and_between_effect_and_status(project: Project) -> N
     started = [e for e in got["events"] if e["type"] == "effect_reserved"]
     assert len(started) == 1  # the applied write was never reserved (or run) again
     assert _ready_at(project, "a", 1) is not None
+    writes = (project.root / "writes.log").read_text().splitlines()
+    assert writes.count("out/a.txt") == 1 and writes.count("out/b.txt") == 1, writes
 
 
 def _read(path: Path) -> str | None:
