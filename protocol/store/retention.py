@@ -41,13 +41,14 @@ class ChainMember:
     owed_to: str | None  # a session still owed a notification or follow-up of this run
     forked_from: str | None = None  # a fork is linked to its original as a child is
     cancel_requested: bool = False  # on a done row: its wait was closed by `cancel`
+    held_by: str | None = None  # a child run of this controller resource (``controller/key``)
 
 
 @record(frozen=True)
 class Hold:
     """Why a chain stays: a stable ``code`` and a line for a person."""
 
-    code: str  # open | waiting | undelivered | recent | changed | gone
+    code: str  # open | waiting | undelivered | controller | recent | changed | gone
     detail: str
 
 
@@ -79,6 +80,10 @@ def blocker(chain: Chain, cutoff: int) -> Hold | None:
             return Hold("undelivered", f"session {m.owed_to} has not received all messages of"
                         f" {m.run_id} (`pi-workflows sync --session {m.owed_to}` delivers them)")
     for m in chain.members:
+        if m.held_by is not None:
+            return Hold("controller", f"{m.run_id} is a child run of resource {m.held_by};"
+                        " it goes once that resource is deleted")
+    for m in chain.members:
         if m.settled_at >= cutoff:
             return Hold("recent", f"its chain has a run newer than the cutoff ({m.run_id})")
     return None
@@ -94,9 +99,14 @@ def _members(tx: Tx, ids: tuple[str, ...] | None = None) -> list[ChainMember]:
     owed: dict[str, str] = {}
     for r in tx.all(f"SELECT q.* FROM ({_OWED_SQL}) q WHERE 1{only}", params):
         owed.setdefault(r["run_id"], r["session_id"])
+    # A child run of a resource stays while the resource does: its record names it.
+    held = {r["run_id"]: f"{r['controller']}/{r['key']}" for r in tx.all(
+        "SELECT q.run_id, c.controller, c.key FROM controller_children AS c"
+        " JOIN workflow_run_queue AS q ON q.run_id = c.run_id"
+        f" WHERE 1{only}", params)}
     return [ChainMember(r["run_id"], r["workflow"], QueueState(r["state"]), r["parent_run_id"],
                         int(r["settled_at"]), r["run_id"] in waiting, owed.get(r["run_id"]),
-                        r["forked_from"], bool(r["cancel_requested"]))
+                        r["forked_from"], bool(r["cancel_requested"]), held.get(r["run_id"]))
             for r in rows]
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
@@ -44,3 +46,12 @@ def open_and_apply(path: str, key: str, barrier: Barrier) -> None:
     with Store(Path(path), busy_timeout_ms=20_000) as store:
         store.apply_spec("files", key, {"by": key})
         assert store.get("old-run") is not None
+
+
+def hold_reconcile(path: str, lease_ms: int, conn: Connection) -> None:
+    """Claim one reconcile, report its token, then hang until killed (a host killed -9)."""
+    store = Store(Path(path))
+    claim = store.claim_reconcile(["files"], "host-doomed", lease_ms)
+    assert claim is not None
+    conn.send(claim.token)
+    threading.Event().wait()

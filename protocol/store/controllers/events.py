@@ -7,6 +7,8 @@ import sqlite3.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .bounds import validate_controller_name, validate_resource_key
 from .core import CtlBase
 from .records import CtlEvent
@@ -28,13 +30,14 @@ class CtlEventOps(CtlBase):
     def controller_events_after(self, after_seq: int, *, controller: str | None = None,
                                 key: str | None = None, limit: int = 500) -> list[CtlEvent]:
         """Events with ``seq > after_seq`` (of one controller, or one resource), oldest first."""
-        where, params = ["seq > ?"], [int(after_seq)]
+        where: list[str] = ["seq > ?"]
+        params: list[Any] = [int(after_seq)]
         if controller is not None:
             where.append("controller = ?")
-            params.append(validate_controller_name(controller))  # type: ignore[arg-type]
+            params.append(validate_controller_name(controller))
         if key is not None:
             where.append("key = ?")
-            params.append(validate_resource_key(key))  # type: ignore[arg-type]
+            params.append(validate_resource_key(key))
         with self._db.transaction(write=False) as tx:
             rows = tx.all(f"SELECT * FROM controller_events WHERE {' AND '.join(where)}"
                           " ORDER BY seq LIMIT ?", (*params, max(0, min(int(limit), MAX_READ))))

@@ -319,9 +319,18 @@ class CtlQueueOps(ResourceOps):
         with self._db.transaction(write=False) as tx:
             rows = tx.all(f"SELECT * FROM controller_queue {where} ORDER BY due_at, controller,"
                           " key", params)
-        return [QueueEntry(r["controller"], r["key"], r["state"], r["due_at"], bool(r["dirty"]),
-                           r["attempts"], r["runner_id"], r["lease_expires_at"],
-                           r["last_error"], r["updated_at"]) for r in rows]
+        return [_entry(r) for r in rows]
 
     def queue_entry(self, controller: str, key: str) -> QueueEntry | None:
-        return next((e for e in self.reconcile_queue(controller) if e.key == key), None)
+        """The key's queue row (None: not queued, nothing to do for it)."""
+        validate_controller_name(controller)
+        validate_resource_key(key)
+        with self._db.transaction(write=False) as tx:
+            row = tx.one(f"SELECT * FROM controller_queue WHERE {_RESOURCE}", (controller, key))
+        return None if row is None else _entry(row)
+
+
+def _entry(r: dict[str, Any]) -> QueueEntry:
+    return QueueEntry(r["controller"], r["key"], r["state"], r["due_at"], bool(r["dirty"]),
+                      r["attempts"], r["runner_id"], r["lease_expires_at"], r["last_error"],
+                      r["updated_at"])

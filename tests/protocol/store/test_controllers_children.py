@@ -9,6 +9,7 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost, ConflictError, LimitError, TransitionRefused
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.protocol.store.controllers import ReconcileClaim, fingerprint, settled
+from pi_workflows.protocol.store.retention import blocker
 
 pytestmark = pytest.mark.timeout(30)
 INPUT = {"path": "x"}
@@ -183,3 +184,20 @@ def test_an_interrupted_attempt_is_followed_by_a_new_one(store: Store, claim: Re
         (1, "child-1", "interrupted"), (2, "child-2", "queued")]
     assert attempts[0].created_at == first.created_at  # the old attempt is kept as it was
     assert store.child_for("files", "a", "sync") == second
+
+
+def test_gc_keeps_a_child_run_while_its_resource_exists(store: Store, claim: ReconcileClaim,
+                                                        source: RunSource) -> None:
+    _start(store, claim, source)
+    store.finish_reconcile(claim.token, settled())
+    _run_to_end(store, "child-1")
+    far = 10 ** 15
+    (chain,) = [c for c in store.chains() if "child-1" in c.run_ids]
+    hold = blocker(chain, far)
+    assert hold is not None and hold.code == "controller" and "files/a" in hold.detail
+    assert store.remove_chain(chain.run_ids, far) == hold
+    assert store.get("child-1") is not None
+    store.request_delete("files", "a")  # no finalizers: the resource and its records go
+    (chain,) = [c for c in store.chains() if "child-1" in c.run_ids]
+    assert blocker(chain, far) is None
+    assert store.remove_chain(chain.run_ids, far) is None and store.get("child-1") is None

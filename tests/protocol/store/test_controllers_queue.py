@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -227,3 +228,30 @@ def test_processes_racing_never_reconcile_one_key_twice_at_once(tmp_path: Path) 
         starts = sum(1 for i in range(keys) for e in store.resource_events(
             "files", f"k{i:03d}", limit=1000) if e.type == "reconcile_started")
         assert starts == len(got)
+
+
+@pytest.mark.timeout(60)
+def test_a_host_killed_mid_reconcile_loses_nothing(tmp_path: Path) -> None:
+    """kill -9 of the holder: another process gets the key a lease of its own time later."""
+    path = tmp_path / "state" / "store.sqlite3"
+    with Store(path) as store:
+        store.apply_spec("files", "a", {"n": 1})
+    proc, conn = processes.start_with_pipe(ctlchildren.hold_reconcile, str(path), 300)
+    try:
+        token = processes.recv(conn)
+        proc.kill()
+        proc.join(10)
+        with Store(path) as heir:
+            first_look = time.monotonic()
+            deadline = first_look + 20
+            while (got := heir.claim_reconcile(["files"], "host-heir", 30_000)) is None:
+                assert time.monotonic() < deadline, "the key never came back"
+                time.sleep(0.02)  # a host's pass interval: each claim call is one look
+            waited = time.monotonic() - first_look
+            assert got.key == "a" and got.taken_over and got.token != token
+            assert waited >= 0.3  # never before a whole lease of the heir's own clock
+            with pytest.raises(ClaimLost):
+                heir.finish_reconcile(token, settled())
+            assert heir.finish_reconcile(got.token, settled()).due_at is None
+    finally:
+        processes.reap(proc)
