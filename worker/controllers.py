@@ -64,8 +64,12 @@ class Stop:
         self.event = threading.Event()
         self.nudge = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: (self.event.set(), self.nudge.set()))
+            signal.signal(sig, self._stop)
         signal.signal(NUDGE_SIGNAL, lambda *_: self.nudge.set())
+
+    def _stop(self, _signum: int, _frame: object) -> None:
+        self.event.set()
+        self.nudge.set()
 
     def idle(self, store: Store, names: list[str]) -> None:
         """Wait for a nudge, the next key's due time, or ``IDLE_WAIT_S`` at most."""
