@@ -72,6 +72,8 @@ def test_the_filesync_example_follows_its_spec_and_deletes(project: Project) -> 
     mine = [r for r in runs["runs"] if r["runId"] == child["runId"]]
     assert mine and mine[0]["controller"]["key"] == "notes", runs
     assert "(controller filesync/notes)" in project.cli("list").stdout
+    shown = project.cli("status", child["runId"]).stdout
+    assert "controller filesync/notes: request report-1, attempt 1" in shown, shown
     _apply(project, "notes", {"path": "synced/notes.txt", "text": "changed"})
     got = wait_for(lambda: _ready_at(project, "notes", 2), 60, what="notes Ready at 2",
                    diag=_diag(project))
