@@ -5,7 +5,8 @@ This top-level package is the one short import for workflow authors
 implementation lives in ``pi_workflows.protocol``, ``pi_workflows.worker``
 and ``pi_workflows.supervisor``. It re-exports the authoring API from
 the definition modules (``graph``, ``define``, ``compose``, ``decisions``,
-``decisions_agent``, ``verdicts``, ``progress``) and ``protocol.batch`` only
+``decisions_agent``, ``verdicts``, ``progress``), ``protocol.batch`` and
+``protocol.controllers`` (``define_controller``, ``EffectRejected``) only
 and must not import
 ``worker`` or ``supervisor``. The names load on first use (PEP 562): every
 ``pi_workflows.*`` import runs this file first, and the command line must
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .protocol.batch import run_command_batch
+    from .protocol.controllers.context import EffectRejected
+    from .protocol.controllers.define import Controller, define_controller
     from .protocol.definitions.compose import include, included_result
     from .protocol.definitions.decisions import (
         choice,
@@ -50,7 +53,9 @@ if TYPE_CHECKING:
 __version__ = "0.1.0a1"
 __all__ = [
     "DEFAULT",
+    "Controller",
     "DefinitionError",
+    "EffectRejected",
     "NodeContext",
     "Replace",
     "RunInfo",
@@ -63,6 +68,7 @@ __all__ = [
     "compute",
     "decision",
     "decision_edge",
+    "define_controller",
     "define_workflow",
     "definition_digest",
     "edge",
@@ -89,7 +95,10 @@ _ELSEWHERE = {"include": ".protocol.definitions.compose",
               "human_decision_edge": ".protocol.definitions.decisions",
               "text_input": ".protocol.definitions.decisions",
               "run_command_batch": ".protocol.batch",
-              "Replace": ".protocol.definitions.verdicts"}
+              "Replace": ".protocol.definitions.verdicts",
+              "Controller": ".protocol.controllers.define",
+              "define_controller": ".protocol.controllers.define",
+              "EffectRejected": ".protocol.controllers.context"}
 
 
 def __getattr__(name: str) -> Any:

@@ -87,6 +87,9 @@ class SettingsLike(Protocol):
     zygote: bool = True  # fork workers from a booted zygote; false: cold spawns
     standby: bool = True  # the old name: false turns the zygote off too
     zygote_spare: bool = True  # the zygote keeps one worker forked ahead, booted
+    # Controller worker processes the host keeps while a controller file exists
+    # (docs/controllers.md); 0 runs no reconciles.
+    controller_workers: Annotated[int, Bounds(ge=0, le=64)] = 4
 
     # Agent steps (docs/agents.md).
     pi_bin: str | None = None  # default: the project-local install, then `pi` on PATH

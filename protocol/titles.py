@@ -43,3 +43,8 @@ def spare_title(project_key: str) -> str:
 def zygote_title(project_key: str) -> str:
     """The host's fork server: it forks one worker per claimed run."""
     return f"pi-workflows zygote {project_key}"
+
+
+def controller_title(project_key: str, slot: int, doing: str = "idle") -> str:
+    """A controller worker's title: its slot and the controller/key it reconciles."""
+    return f"pi-workflows controller {project_key} #{slot} {doing}"

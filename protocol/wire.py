@@ -30,6 +30,8 @@ CONFIG_ENV = "PI_WORKFLOWS_WORKER_CONFIG"
 MARKER_ENV = "PI_WORKFLOWS_MARKER"
 # The run id in the zygote's own marker (it forks workers; it runs no run).
 ZYGOTE_RUN = "zygote"
+# The run id part of a controller worker's marker (``controller-0``, ...).
+CONTROLLER_RUN = "controller-"
 # Room in the zygote's marker for the longest run id a forked worker writes in
 # its place (the environment block cannot grow after exec).
 MARKER_ROOM = 160
@@ -65,6 +67,11 @@ CLEAN_EXITS = frozenset({WorkerExit.FINISHED, WorkerExit.PARKED, WorkerExit.CLAI
                          WorkerExit.UNKNOWN})
 
 
+# Room on the command line for the longest title a forked (or controller) worker
+# sets (setproctitle with SPT_NOENV can use only the original command line's bytes).
+TITLE_ROOM = "." * 128
+
+
 def marker_value(project_key: str, runner_id: str, run_id: str) -> str:
     return f"{project_key}/{runner_id}/{run_id}"
 
@@ -91,9 +98,6 @@ def worker_argv(project: Path, runner_id: str, parent_pid: int, *, run_id: str |
     return [*argv, "--force"] if force else argv
 
 
-# Room on the zygote's command line for the longest title a forked worker sets
-# (setproctitle with SPT_NOENV can use only the original command line's bytes).
-TITLE_ROOM = "." * 128
 
 
 def zygote_argv(project: Path, runner_id: str, parent_pid: int, control_fd: int, *,
@@ -133,7 +137,8 @@ def forked_worker_args(project: Path, runner_id: str, parent_pid: int, *, run_id
         raise ValueError(f"a worker runs a claimed run, not a {state} one")
     return argparse.Namespace(project=str(project), run=run_id, runner=runner_id,
                               claim_state=str(state), parent_pid=parent_pid,
-                              force=force, zygote=None, no_spare=False, title_room="")
+                              force=force, zygote=None, no_spare=False, title_room="",
+                              controllers=None, workflows_dir=None, global_dir=None)
 
 
 def parse_worker_args(argv: list[str]) -> argparse.Namespace:
@@ -150,10 +155,28 @@ def parse_worker_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--no-spare", action="store_true",
                         help="With --zygote: fork each worker on request, none ahead.")
     parser.add_argument("--title-room", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--controllers", type=int, default=None, metavar="SLOT",
+                        help="Run reconciles for the project's controllers (worker SLOT).")
+    parser.add_argument("--workflows-dir", default=None, help="With --controllers.")
+    parser.add_argument("--global-dir", default=None, help="With --controllers.")
     args = parser.parse_args(argv)
-    if args.zygote is None and not args.run:
-        parser.error("--run is required unless --zygote is given")
+    if args.zygote is None and not args.run and args.controllers is None:
+        parser.error("--run is required unless --zygote or --controllers is given")
     return args
+
+
+def controller_argv(project: Path, runner_id: str, parent_pid: int, slot: int, *,
+                    workflows_dir: Path, global_dir: Path) -> list[str]:
+    """The command line of controller worker ``slot``: it claims reconciles itself."""
+    return [sys.executable, "-m", WORKER_MODULE, "--project", str(project), "--runner",
+            runner_id, "--parent-pid", str(parent_pid), "--controllers", str(slot),
+            "--workflows-dir", str(workflows_dir), "--global-dir", str(global_dir),
+            "--title-room", TITLE_ROOM]
+
+
+def controller_marker(project_key: str, runner_id: str, slot: int) -> str:
+    """A controller worker's marker: its run id is ``controller-SLOT``."""
+    return marker_value(project_key, runner_id, f"{CONTROLLER_RUN}{slot}")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """Importing a workflow file in a forked child, so the file cannot end the command.
 
-Owns loading files for the commands that look at many of them (``workflows``)
-or at one the user names (``validate``): each import runs in a child forked
+Owns loading files for the commands that look at many of them (``workflows``,
+``controllers``) or at one the user names (``validate``, ``controller
+apply``): each import runs in a child forked
 from the CLI, which sends back a summary as JSON and exits. A file that calls
 ``os._exit()``, dies of a signal or hangs past the load bound takes only its
 child with it and becomes one error entry; the command goes on with the
@@ -17,8 +18,11 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
+from ...protocol.controllers.define import initial_status
+from ...protocol.controllers.loading import ControllerLoadError, load_controller_file
 from ...protocol.definitions.discovery import WorkflowLoadError, load_timeout, load_workflow_file
 
 # The child enforces the bound itself (a clear message); the parent kills it
@@ -37,11 +41,35 @@ def _summary(path: str, timeout_s: float) -> dict[str, Any]:
             "description": loaded.workflow.description}
 
 
-def _child(path: str, timeout_s: float, write_fd: int) -> None:
+def controller_summary(path: str, timeout_s: float, spec: Any = None,
+                       with_status: bool = False) -> dict[str, Any]:
+    """A controller file's summary; with ``with_status``, the status a new resource
+    of ``spec`` starts with (``initial_status(spec)``, the file's code)."""
+    try:
+        loaded = load_controller_file(path, timeout_s=timeout_s)
+    except ControllerLoadError as exc:
+        return {"ok": False, "error": exc.reason, "problems": list(exc.problems),
+                "traceback": None}
+    out: dict[str, Any] = {"ok": True, "name": loaded.name, "path": loaded.path,
+                           "sourceSha256": loaded.sha256, "timeout": loaded.controller.timeout,
+                           "description": loaded.controller.description}
+    if with_status:
+        try:
+            status = initial_status(loaded.controller, spec)
+            json.dumps(status)
+        except Exception as exc:
+            reason = f"initial_status(spec) failed: {type(exc).__name__}: {exc}"
+            return {"ok": False, "error": reason, "problems": [reason], "traceback": None}
+        out["initialStatus"] = status
+    return out
+
+
+def _child(path: str, timeout_s: float, write_fd: int,
+           summarize: Callable[[str, float], dict[str, Any]] = _summary) -> None:
     code = 0
     try:
         os.setsid()  # its own group: whatever the file starts at import is stopped with it
-        body = json.dumps(_summary(path, timeout_s)).encode()
+        body = json.dumps(summarize(path, timeout_s)).encode()
         # Length first: a process the file started may hold the pipe open past our exit.
         view = memoryview(len(body).to_bytes(8, "big") + body)
         while view:
@@ -75,7 +103,8 @@ def _describe(status: int) -> str:
     return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
-def load_summary(path: str, timeout_s: float | None = None) -> dict[str, Any]:
+def load_summary(path: str, timeout_s: float | None = None,
+                 summarize: Callable[[str, float], dict[str, Any]] = _summary) -> dict[str, Any]:
     """``{"ok": True, name, digest, path, sourceSha256, description}`` or
     ``{"ok": False, error, problems, traceback}``; never raises for the file's sake."""
     bound = load_timeout() if timeout_s is None else timeout_s
@@ -83,7 +112,7 @@ def load_summary(path: str, timeout_s: float | None = None) -> dict[str, Any]:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child, which never returns
         os.close(read_fd)
-        _child(path, bound, write_fd)
+        _child(path, bound, write_fd, summarize)
     os.close(write_fd)
     try:
         data = _read_reply(read_fd, time.monotonic() + bound + KILL_MARGIN_S)

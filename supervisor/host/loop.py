@@ -4,7 +4,8 @@ Owns ``Host``: ``loop_once`` is one short pass (heartbeat -> take over dead
 runners -> reap children -> stop hung workers -> renew held claims ->
 restart crashed ones -> answer due human decisions (``deadlines``) -> claim
 up to the concurrency limit, unless the
-runs directory's disk is full: ``diskgate``) so tests drive
+runs directory's disk is full: ``diskgate`` -> keep the controller workers:
+``controllers``) so tests drive
 it without threads; ``start`` is start-up (lock, register, reap orphans,
 take over dead runners), ``shutdown`` the end; ``host.serve`` adds signals
 and the wait. Time and the OS (``OsLayer``) come in from outside. Imports
@@ -32,7 +33,7 @@ from ...protocol.liveness import host_name, process_start_time
 from ...protocol.paths import Paths, project_key
 from ...protocol.retry import with_retries
 from ...protocol.states import QueueState
-from ...protocol.store import Claim, RunnerRow, Store, open_store
+from ...protocol.store import Claim, Gone, RunnerRow, Store, open_store
 from ...protocol.throttle import Throttle, held_note
 from ...protocol.titles import host_title, set_title
 from ...protocol.wire import PARK_MARGIN_S, ForkRequest, WorkerExit, marker_value
@@ -49,6 +50,7 @@ from ..procs.oslayer import OsLayer, RealOs
 from ..procs.workers import Phase, WorkerHandle
 from ..procs.zygote import ForkUncertain, ZygoteKeeper
 from ..views.holds import chat_hold, hold_text, is_chat_runner
+from .controllers import ControllerWorkers, interrupt_child
 from .crashes import CrashBudget
 from .deadlines import Deadlines
 from .diskgate import DiskGate
@@ -145,6 +147,11 @@ class Host:
         self.disk = DiskGate(paths.runs_dir, monotonic)
         # Human decisions' on_timeout deadlines: answered by the host when due.
         self.deadlines = Deadlines(self.store, paths.runs_dir, wall_ms=clock)
+        # Reconciles run in controller worker processes of their own, never here.
+        self.controllers = ControllerWorkers(
+            store=self.store, settings=settings, project=paths.project,
+            project_key=self.project_key, runner_id=self.runner_id,
+            config_json=self.worker_config, monotonic=monotonic)
 
     # ---- start-up --------------------------------------------------------
 
@@ -191,6 +198,7 @@ class Host:
             self.deadlines.step()  # a continuation it queues is claimed just below
             if not self.disk.full:
                 self._claim()
+        self.controllers.step(self.stopping)
         self._set_title()
 
     def _note_holds(self) -> None:
@@ -217,9 +225,19 @@ class Host:
     def _take_over(self, dead: list[RunnerRow]) -> int:
         taken = 0
         for row in dead:  # each claim is tracked as soon as it is ours
+            # Its controller workers' reconcile claims go back to the queue at once.
+            released = self.store.release_reconciles(Gone(row.runner_id, row.pid,
+                                                          row.pid_start_time))
+            if released:
+                logger.info("requeued {} reconcile(s) of dead runner {}", released,
+                            row.runner_id)
             for claim in self.store.take_over_runner(row, self.runner_id):
-                self.pending[claim.run_id] = Pending(claim, self.monotonic())
                 taken += 1
+                if interrupt_child(self.store, self.paths.runs_dir, claim,
+                                   f"its runner {row.runner_id} died",
+                                   lock_timeout=SETTLE_LOCK_S):
+                    continue
+                self.pending[claim.run_id] = Pending(claim, self.monotonic())
         return taken
 
     def _take_over_dead_runners(self) -> None:
@@ -304,6 +322,10 @@ class Host:
                 who = park_locked(self.store, self.paths.runs_dir, claim, holders)
                 logger.warning("run {}: parked, its bundle is locked by {}", run_id, who)
                 return
+        if interrupt_child(self.store, self.paths.runs_dir, claim,
+                           f"its worker crashed (status {code})", lock_timeout=SETTLE_LOCK_S):
+            self.crashes.forget(run_id)
+            return
         crashes = self.crashes.record(run_id)
 
         window = self.settings.crash_window_s
@@ -500,6 +522,7 @@ class Host:
     def shutdown(self) -> None:
         """Kill what is left, park the rows still held, release everything."""
         now = self.monotonic()
+        self.controllers.shutdown()
         for handle in self.workers.values():
             handle.kill(now)
         for handle in self.workers.values():

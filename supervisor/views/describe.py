@@ -45,6 +45,10 @@ def describe(store: Store, row: QueueRow, runs_dir: Path, now_ms: int,
     hold = chat_hold(store, row)
     held = [f"  waits: {hold_text(hold)}"] if hold is not None else []
     lines = [status_line(info, now_ms), *held, *_when(info, now_ms), *chain_lines(info)]
+    child = store.child_by_run(row.run_id) if row.origin_session is None else None
+    if child is not None:
+        lines.append(f"  controller {child.controller}/{child.key}: request"
+                     f" {child.request_key}, attempt {child.attempt}")
     if answered := answered_text(info):
         lines.append(f"  {answered}")
     lines += _steps(bundle, info, now_ms, project)

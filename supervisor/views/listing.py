@@ -68,6 +68,12 @@ def select(store: Store, runs_dir: Path, *, state: str | None = None,
     for row in rows:
         info = run_status(row, runs_dir, forks.get(row.run_id))
         info["continuedBy"] = continued.get(row.run_id)
+        if row.origin_session is None and row.parent_run_id is None:
+            child = store.child_by_run(row.run_id)  # a controller's child run
+            if child is not None:
+                info["controller"] = {"controller": child.controller, "key": child.key,
+                                      "requestKey": child.request_key,
+                                      "attempt": child.attempt}
         if state is not None and state not in _words(info):
             continue
         if skip:
@@ -137,6 +143,9 @@ def _row(depth: int, info: dict[str, Any], shown: set[str], now_ms: int) -> tupl
               fork_links(info).strip()]
     if not depth and info.get("parentRunId"):
         detail.append(f"(continues {info['parentRunId']})")
+    if info.get("controller"):
+        owner = info["controller"]
+        detail.append(f"(controller {owner['controller']}/{owner['key']})")
     return (run, str(info["workflow"]), shown_state(info), ago(info["createdAt"], now_ms),
             _duration(info, now_ms), " ".join(part for part in detail if part))
 

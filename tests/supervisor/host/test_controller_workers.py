@@ -1,0 +1,116 @@
+"""The host's controller step: N workers while a controller file exists, restarts, the feed."""
+
+from __future__ import annotations
+
+import signal
+from types import SimpleNamespace
+
+import pytest
+from pi_workflows.protocol.settingspec import defaults
+from pi_workflows.protocol.store import Store
+from pi_workflows.supervisor.host.controllers import ControllerWorkers
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class FakeProc:
+    pids = iter(range(1000, 2000))
+
+    def __init__(self) -> None:
+        self.pid = next(self.pids)
+        self.code: int | None = None
+        self.signals: list[int] = []
+
+    def poll(self):
+        return self.code
+
+    def wait(self, timeout=None):
+        return self.code or 0
+
+    def send(self, sig):
+        self.signals.append(sig)
+        if sig == signal.SIGTERM:
+            self.code = 0
+        return True
+
+    def send_group(self, sig):
+        self.signals.append(sig)
+        return True
+
+
+@pytest.fixture
+def env(tmp_path):
+    local = tmp_path / "proj" / ".pi" / "workflows"
+    local.mkdir(parents=True)
+    settings = defaults()
+    settings.global_workflows_dir = tmp_path / "global"  # type: ignore[misc]
+    settings.controller_workers = 2  # type: ignore[misc]
+    settings.restart_backoff_s = 1.0  # type: ignore[misc]
+    clock = SimpleNamespace(now=100.0)
+    spawned: list[tuple[int, FakeProc]] = []
+
+    def spawn(slot):
+        proc = FakeProc()
+        spawned.append((slot, proc))
+        return proc
+
+    store = Store(tmp_path / "store.sqlite")
+    workers = ControllerWorkers(store=store, settings=settings, project=tmp_path / "proj",
+                                project_key="k", runner_id="host-x", config_json="",
+                                monotonic=lambda: clock.now, spawn=spawn)
+    yield SimpleNamespace(workers=workers, local=local, clock=clock, spawned=spawned)
+    store.close()
+
+
+def test_no_controller_file_no_worker(env):
+    env.workers.step(False)
+    assert env.spawned == []
+
+
+def test_n_workers_while_a_file_exists_and_a_crash_is_restarted_after_backoff(env):
+    (env.local / "a.controller.py").write_text("")
+    env.workers.step(False)
+    assert [slot for slot, _ in env.spawned] == [0, 1]
+    env.spawned[0][1].code = 1  # crashed
+    env.workers.step(False)
+    assert len(env.spawned) == 2  # not before its backoff
+    env.clock.now += 1.0
+    env.workers.step(False)
+    assert [slot for slot, _ in env.spawned] == [0, 1, 0]
+
+
+def test_stopping_terminates_them_and_starts_none(env):
+    (env.local / "a.controller.py").write_text("")
+    env.workers.step(False)
+    env.workers.step(True)
+    assert all(signal.SIGTERM in proc.signals for _, proc in env.spawned)
+    env.workers.step(True)
+    assert env.workers.alive() == 0 and len(env.spawned) == 2
+
+
+def test_a_changed_file_restarts_the_workers(env):
+    path = env.local / "a.controller.py"
+    path.write_text("")
+    env.workers.step(False)
+    path.write_text("# changed")
+    import os
+    os.utime(path, (1, 1))
+    env.clock.now += 3
+    env.workers.step(False)  # TERM to both
+    env.workers.step(False)  # reaped, started again
+    assert len(env.spawned) == 4
+
+
+def test_a_write_nudges_the_booted_workers_only(env, tmp_path):
+    from pi_workflows.protocol.wire import NUDGE_SIGNAL
+
+    (env.local / "a.controller.py").write_text("")
+    env.workers.step(False)
+    env.workers.store.apply_spec("a", "k", {})
+    env.workers.step(False)  # just started: not nudged
+    assert all(NUDGE_SIGNAL not in p.signals for _, p in env.spawned)
+    env.clock.now += 11
+    env.workers.step(False)  # nothing new
+    env.workers.store.apply_spec("a", "k", {"new": 1})
+    env.workers.step(False)
+    assert all(NUDGE_SIGNAL in p.signals for _, p in env.spawned)
