@@ -1,0 +1,69 @@
+"""Controllers under a real host, where a reconcile or a controller file misbehaves.
+
+A reconcile that kills its own worker every pass is retried with backoff
+(each abandoned pass is an error attempt); ``controller events --follow``
+shows a pass as it happens and exits 0 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .harness import Project, wait_for
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
+
+SUICIDE = '''
+import os
+from pi_workflows import define_controller
+
+
+def reconcile(ctx, r):
+    os._exit(3)  # the worker dies inside every pass: no outcome is ever written
+
+
+controller = define_controller(name="doomed", initial_status=lambda spec: {},
+                               reconcile=reconcile, timeout=30)
+'''
+
+
+def _write(project: Project, name: str, source: str) -> Path:
+    wf = project.root / ".pi" / "workflows"
+    wf.mkdir(parents=True, exist_ok=True)
+    path = wf / name
+    path.write_text(source)
+    return path
+
+
+def _events(project: Project, controller: str, key: str) -> list[dict]:
+    proc = project.cli("controller", "get", controller, key, "--json", check=False)
+    return json.loads(proc.stdout)["events"] if proc.returncode == 0 else []
+
+
+def _diag(project: Project):
+    return lambda: "\n".join(project.log_lines()[-40:])
+
+
+def test_a_reconcile_that_kills_its_worker_backs_off(project: Project) -> None:
+    project.env["PI_WORKFLOWS_CONTROLLER_WORKERS"] = "1"
+    _write(project, "doomed.controller.py", SUICIDE)
+    project.start_host()
+    project.cli("controller", "apply", "doomed", "a", "--spec-json", "{}")
+
+    def three_abandoned() -> list[dict] | None:
+        errors = [e for e in _events(project, "doomed", "a") if e["type"] == "error"]
+        return errors if len(errors) >= 3 else None
+
+    errors = wait_for(three_abandoned, 120, what="three abandoned passes", diag=_diag(project))
+    assert [e["data"]["attempts"] for e in errors[:3]] == [1, 2, 3]
+    assert {e["data"]["reason"] for e in errors} <= {"lease_expired", "runner_dead"}
+    for e in errors[:3]:  # each waits out its backoff: 1 s doubling, -20 % at most
+        wait_ms = e["data"]["dueAt"] - e["at"]
+        assert wait_ms >= 0.8 * 1000 * 2 ** (e["data"]["attempts"] - 1), e
+    starts = [e for e in _events(project, "doomed", "a") if e["type"] == "reconcile_started"]
+    assert [e["data"]["attempts"] for e in starts[:3]] == [0, 1, 2]
+    for before, after in zip(errors[:2], starts[1:3], strict=True):
+        assert after["at"] >= before["data"]["dueAt"]  # never claimed before it was due
