@@ -67,3 +67,51 @@ def test_a_reconcile_that_kills_its_worker_backs_off(project: Project) -> None:
     assert [e["data"]["attempts"] for e in starts[:3]] == [0, 1, 2]
     for before, after in zip(errors[:2], starts[1:3], strict=True):
         assert after["at"] >= before["data"]["dueAt"]  # never claimed before it was due
+
+
+BROKEN = '''
+import os
+os._exit(7)  # the process ends while the file is imported
+'''
+
+FIXED = '''
+from pi_workflows import define_controller
+
+controller = define_controller(name="broken", initial_status=lambda spec: {},
+                               reconcile=lambda ctx, r: ctx.settled(), timeout=30)
+'''
+
+
+def test_a_file_that_exits_at_import_stops_the_restarts_until_it_changes(
+        project: Project) -> None:
+    project.env["PI_WORKFLOWS_CONTROLLER_WORKERS"] = "2"
+    project.env["PI_WORKFLOWS_CRASH_LIMIT"] = "3"
+    path = _write(project, "broken.controller.py", BROKEN)
+    project.start_host()
+
+    def halted() -> dict | None:
+        got = json.loads(project.cli("controllers", "--json").stdout)
+        return got if got["workersHalted"] else None
+
+    got = wait_for(halted, 90, what="the crash loop to halt", diag=_diag(project))
+    assert got["workersHalted"]["crashes"] == 3 and got["workersHalted"]["lastExit"] == 7
+    assert [e["name"] for e in got["errors"]] == ["broken"]  # the file that fails, named
+    lines = [line for line in project.log_lines() if "not restarted until" in line]
+    assert len(lines) == 1 and "broken.controller.py" in lines[0], lines
+    listing = project.cli("controller", "list")
+    assert "stopped restarting its controller workers" in listing.stdout
+    spawned = sum("controller worker" in line and "-> pid" in line
+                  for line in project.log_lines())
+    # The third crash halts; the other slot's worker already started then dies unreplaced.
+    assert spawned <= 3 + 2 - 1, spawned
+
+    path.write_text(FIXED)  # a change: the host starts the workers again
+    wait_for(lambda: not halted(), 60, what="the halt to clear", diag=_diag(project))
+    project.cli("controller", "apply", "broken", "a", "--spec-json", "{}")
+
+    def settled() -> bool:
+        return any(e["type"] == "settled" for e in _events(project, "broken", "a"))
+
+    wait_for(settled, 60, what="a reconcile after the fix", diag=_diag(project))
+    assert "stopped restarting" not in project.cli("controller", "list").stdout
+

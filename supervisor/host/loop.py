@@ -151,7 +151,8 @@ class Host:
         self.controllers = ControllerWorkers(
             store=self.store, settings=settings, project=paths.project,
             project_key=self.project_key, runner_id=self.runner_id,
-            config_json=self.worker_config, monotonic=monotonic)
+            config_json=self.worker_config, monotonic=monotonic,
+            state_dir=paths.state_dir)
 
     # ---- start-up --------------------------------------------------------
 

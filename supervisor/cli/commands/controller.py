@@ -34,6 +34,7 @@ from ....protocol.store.controllers import (
     validate_resource_key,
 )
 from ....protocol.wakeup import poke
+from ....protocol.wire import controllers_halted_file
 from ...session.runinput import _parse_json, require_utf8
 from ...views import controllers as view
 from ..isolated import controller_summary, load_summary
@@ -185,9 +186,13 @@ def list_command(
     if paths.store_file.exists():
         with _store(settings, paths) as store:
             rows = store.list_resources(controller)
+    halted = _halted(paths)
     if as_json:
-        emit_json({"resources": [view.resource_json(r) for r in rows]})
+        emit_json({"resources": [view.resource_json(r) for r in rows],
+                   "workersHalted": halted})
         return
+    if halted is not None:
+        typer.echo(_halted_line(halted))
     if not rows:
         typer.echo("no resources")
     for row in rows:
@@ -264,6 +269,22 @@ def events(
                 seq = event.seq
 
 
+def _halted(paths: Paths) -> dict[str, Any] | None:
+    """The host's note that it stopped restarting its controller workers, if any."""
+    try:
+        note = json.loads(controllers_halted_file(paths.state_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def _halted_line(note: dict[str, Any]) -> str:
+    return (f"error: the host stopped restarting its controller workers: they exited"
+            f" {note.get('crashes')} times while loading the controller files (last status"
+            f" {note.get('lastExit')}); fix the file that fails to load"
+            " (`pi-workflows controllers`) and save it: the host starts them again")
+
+
 def controllers(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
     """List the controller files a project has, and the ones that fail to load.
 
@@ -282,9 +303,12 @@ def controllers(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> No
                        "description": summary["description"]})
         else:
             bad.append({**entry, "error": summary["error"], "problems": summary["problems"]})
+    halted = _halted(paths)
     if as_json:
-        emit_json({"controllers": ok, "errors": bad})
+        emit_json({"controllers": ok, "errors": bad, "workersHalted": halted})
         return
+    if halted is not None:
+        typer.echo(_halted_line(halted))
     if not ok and not bad:
         typer.echo("no controllers (NAME.controller.py files beside the workflows)")
     for e in ok:
