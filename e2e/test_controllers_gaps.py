@@ -1,8 +1,9 @@
 """Controllers under a real host, where a reconcile or a controller file misbehaves.
 
 A reconcile that kills its own worker every pass is retried with backoff
-(each abandoned pass is an error attempt); ``controller events --follow``
-shows a pass as it happens and exits 0 on Ctrl-C.
+(each abandoned pass is an error attempt); a file that ends the process at
+import stops the worker restarts until it changes; ``controller events
+--follow`` shows a pass as it happens and exits 0 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -115,3 +116,44 @@ def test_a_file_that_exits_at_import_stops_the_restarts_until_it_changes(
     wait_for(settled, 60, what="a reconcile after the fix", diag=_diag(project))
     assert "stopped restarting" not in project.cli("controller", "list").stdout
 
+
+QUICK = '''
+from pi_workflows import define_controller
+
+controller = define_controller(name="quick", initial_status=lambda spec: {},
+                               reconcile=lambda ctx, r: ctx.settled(), timeout=30)
+'''
+
+
+def test_events_follow_shows_a_pass_as_it_happens_and_ctrl_c_exits_0(
+        project: Project) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from .harness import LineReader
+
+    project.env["PI_WORKFLOWS_CONTROLLER_WORKERS"] = "1"
+    _write(project, "quick.controller.py", QUICK)
+    project.cli("controller", "apply", "quick", "a", "--spec-json", "{}")  # no host yet
+    follow = subprocess.Popen(
+        [sys.executable, "-m", "pi_workflows", "controller", "events", "quick", "a",
+         "--follow", "--json", "--project", str(project.root)],
+        env=project.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        lines = LineReader(follow.stdout)  # type: ignore[arg-type]
+        first = json.loads(lines.next(60, "the events so far"))
+        assert first["type"] == "applied"
+        project.start_host()  # the pass happens while the command follows
+        seen = [json.loads(lines.next(60, f"event {n}"))["type"] for n in range(2)]
+        while "settled" not in seen:
+            seen.append(json.loads(lines.next(60, "settled"))["type"])
+        assert "reconcile_started" in seen
+        assert seen.index("reconcile_started") < seen.index("settled")
+        follow.send_signal(signal.SIGINT)  # Ctrl-C
+        assert follow.wait(30) == 0, follow.stderr.read() if follow.stderr else ""
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()

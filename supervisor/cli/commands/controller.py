@@ -243,7 +243,7 @@ def events(
         "--follow", help="Keep printing new events until Ctrl-C.")] = False,
     project: ProjectOpt = Path("."), as_json: JsonOpt = False,
 ) -> None:
-    """Print a resource's last 50 events; --follow keeps printing new ones.
+    """Print a resource's last 50 events; --follow keeps printing new ones (Ctrl-C: exit 0).
 
     With --json, one JSON object per line.
 
@@ -262,11 +262,14 @@ def events(
         for event in store.resource_events(name, key, limit=50):
             show(event)
             seq = event.seq
-        while follow:
-            time.sleep(FOLLOW_POLL_S)  # a view's poll, not synchronisation
-            for event in store.controller_events_after(seq, controller=name, key=key):
-                show(event)
-                seq = event.seq
+        try:
+            while follow:
+                time.sleep(FOLLOW_POLL_S)  # a view's poll, not synchronisation
+                for event in store.controller_events_after(seq, controller=name, key=key):
+                    show(event)
+                    seq = event.seq
+        except KeyboardInterrupt:  # Ctrl-C ends a follow: what was shown is all there is
+            return
 
 
 def _halted(paths: Paths) -> dict[str, Any] | None:
