@@ -3,11 +3,13 @@
 A reconcile that kills its own worker every pass is retried with backoff
 (each abandoned pass is an error attempt); a file that ends the process at
 import stops the worker restarts until it changes; ``controller events
---follow`` shows a pass as it happens and exits 0 on Ctrl-C.
+--follow`` shows a pass as it happens and exits 0 on Ctrl-C; a child run
+whose worker is stopped (SIGSTOP) is interrupted, not resumed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -157,3 +159,29 @@ def test_events_follow_shows_a_pass_as_it_happens_and_ctrl_c_exits_0(
         if follow.poll() is None:
             follow.kill()
             follow.wait()
+
+
+def test_a_child_run_whose_worker_stops_renewing_gets_a_new_attempt(project: Project) -> None:
+    import os
+    import signal
+
+    from .test_controllers import HOLDING_REPORT, _apply, _install, _read, _ready_at
+
+    _install(project)
+    (project.root / ".pi" / "workflows" / "filesync-report.workflow.py").write_text(
+        HOLDING_REPORT)
+    (project.root / ".hold-report").write_text("")
+    project.start_host()
+    _apply(project, "s", {"path": "out/s.txt", "text": "S"})
+    pid = int(wait_for(lambda: _read(project.root / ".in-report"), 60, what="s's report runs",
+                       diag=_diag(project)))
+    os.kill(pid, signal.SIGSTOP)  # the child run's worker: alive, renewing nothing
+    try:
+        got = wait_for(lambda: _ready_at(project, "s", 1), 90,
+                       what="s Ready after a new attempt", diag=_diag(project))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    attempts = [(c["attempt"], c["state"], c["runState"]) for c in got["children"]]
+    assert attempts == [(1, "interrupted", "failed"), (2, "queued", "done")], attempts
+    assert any("stopped renewing its lease" in line for line in project.log_lines())
