@@ -219,3 +219,15 @@ def decode_zygote_message(data: bytes) -> dict[str, object]:
     if not isinstance(value, dict):
         raise ValueError("a zygote message is a JSON object")
     return value
+
+
+def controller_booted_file(state_dir: Path, slot: int) -> Path:
+    """Where controller worker SLOT writes its pid once its controller files are loaded:
+    the host tells a worker that died while loading from one that died later."""
+    return Path(state_dir) / "controllers" / f"worker-{slot}.booted"
+
+
+def controllers_halted_file(state_dir: Path) -> Path:
+    """The host's note that it stopped restarting controller workers (a crash loop at
+    load), JSON ``{files, crashes, lastExit, at}``; gone once a controller file changes."""
+    return Path(state_dir) / "controllers" / "halted.json"

@@ -43,7 +43,7 @@ from ..protocol.store.controllers import (
     settled,
 )
 from ..protocol.titles import controller_title, set_title
-from ..protocol.wire import NUDGE_SIGNAL, WorkerExit
+from ..protocol.wire import NUDGE_SIGNAL, WorkerExit, controller_booted_file
 from ..protocol.workerconfig import WorkerConfig
 from .ctlport import ClaimedPort
 from .process import die_with_parent, load_config, open_worker_store
@@ -204,6 +204,14 @@ def _title(text: str) -> None:
         set_title(text)
 
 
+def _booted(cfg: WorkerConfig, slot: int) -> None:
+    """Tell the host this worker got past loading the controller files (its pid)."""
+    path = controller_booted_file(cfg.paths.state_dir, slot)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(os.getpid()))
+
+
 def serve_controllers(args: argparse.Namespace) -> int:
     """The controller worker's life: boot, load, claim and reconcile until stopped."""
     key, slot = project_key(Path(args.project)), int(args.controllers)
@@ -222,6 +230,7 @@ def serve_controllers(args: argparse.Namespace) -> int:
     loaded, errors = load_active_in(*dirs)
     for name, err in errors.items():
         sys.stderr.write(f"pi-workflows controller: {name}: {err.reason}\n")
+    _booted(cfg, slot)
     names = sorted(loaded)
     owner = args.runner  # the host's: its death (proven) returns the keys at once
     while not stop.event.is_set() and os.getppid() == parent:

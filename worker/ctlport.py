@@ -10,7 +10,6 @@ Imports ``protocol``; must not import ``supervisor``.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -106,9 +105,5 @@ class ClaimedPort:
         return _child(self.store.enqueue_child(run_id, source, parsed, token=self.token))
 
     def log(self, level: str, message: str, data: Any) -> None:
-        append = getattr(self.store, "append_controller_event", None)
-        if append is None:  # not in the store yet: the worker's stderr (the host log)
-            sys.stderr.write(f"{self.controller}/{self.key}: {level}: {message}\n")
-            return
-        append(self.controller, self.key, "log", message, {"level": level, "data": data},
-               token=self.token)
+        self.store.append_controller_event(self.controller, self.key, "log", message,
+                                           {"level": level, "data": data}, token=self.token)

@@ -260,7 +260,7 @@ class ReconcileContext:
 
     def log(self, message: str, *, level: str = "info", data: Any = None) -> None:
         """A line about the resource (bounded: 2,000 characters, 20 a pass): the port
-        records it (``worker.ctlport``: the host log until the store has an event append)."""
+        records it among the resource's events (type ``log``, ``worker.ctlport``)."""
         self._logs += 1
         if self._logs > MAX_LOGS_PER_PASS:
             return

@@ -6,8 +6,12 @@ seconds, names and mtimes only, nothing imported) keep
 ``controller_workers`` worker processes (``procs.ctlworkers``) alive,
 restart a dead one after a backoff that doubles per crash, restart them all
 when the files change (they load the new code), stop them while the host
-drains; read the run feed so a child run that ended requeues the
-resource that started it; and ``interrupt_child``: a child run whose runner
+drains; a crash loop at load (``crash_limit`` workers dead before they got
+past loading the files, within ``crash_window_s``: an import that exits the
+process) stops the restarts until a controller file changes, with one log
+line and the note ``wire.controllers_halted_file`` the CLI shows; read
+the run feed so a child run that ended requeues the resource that started
+it; and ``interrupt_child``: a child run whose runner
 died is marked interrupted and failed, never resumed (new-attempt
 semantics, seed 000 decision 3). Reconciles never run in the host's process.
 Imports ``protocol``, ``procs``; never the worker package.
@@ -16,6 +20,7 @@ Imports ``protocol``, ``procs``; never the worker package.
 from __future__ import annotations
 
 import contextlib
+import json
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,14 +29,16 @@ from typing import TYPE_CHECKING
 
 from loguru import logger
 
+from ...protocol.clock import now_ms
 from ...protocol.controllers.loading import controller_files
 from ...protocol.definitions.discovery import workflow_dirs
 from ...protocol.errors import NotFound, PiWorkflowsError
 from ...protocol.store import Claim, Store
-from ...protocol.wire import NUDGE_SIGNAL
+from ...protocol.wire import NUDGE_SIGNAL, controller_booted_file, controllers_halted_file
 from ..procs.claims import fail_claimed
 from ..procs.ctlworkers import spawn_controller_worker
 from ..procs.workers import Proc
+from .crashes import CrashBudget
 
 if TYPE_CHECKING:
     from ...protocol.settingspec import SettingsLike
@@ -51,13 +58,20 @@ class Slot:
     crashes: int = 0
     stopping_since: float | None = None
     started: float = 0.0
+    proc_pid: int = 0
 
 
 class ControllerWorkers:
     def __init__(self, *, store: Store, settings: SettingsLike, project: Path, project_key: str,
                  runner_id: str, config_json: str, monotonic: Callable[[], float],
-                 spawn: Spawn | None = None) -> None:
+                 spawn: Spawn | None = None, state_dir: Path | None = None) -> None:
         self.store = store
+        self.state_dir = state_dir
+        self.load_crashes = CrashBudget(settings.crash_limit, settings.crash_window_s, monotonic)
+        self.halted: tuple[tuple[str, float], ...] | None = None  # the files it halted at
+        if state_dir is not None:  # an older host's note: this host tries again
+            with contextlib.suppress(OSError):
+                controllers_halted_file(state_dir).unlink()
         self.count = settings.controller_workers
         self.backoff_s = max(0.1, settings.restart_backoff_s)
         self.dirs = workflow_dirs(settings, project)
@@ -84,6 +98,8 @@ class ControllerWorkers:
             return
         self._feed()
         self._nudge()
+        if self.halted is not None:
+            return
         for index, slot in enumerate(self.slots):
             if slot.proc is None and slot.due <= now:
                 try:
@@ -99,15 +115,59 @@ class ControllerWorkers:
             if slot.proc is None or (code := slot.proc.poll()) is None:
                 continue
             stopped = slot.stopping_since is not None
+            slot.proc_pid = slot.proc.pid
             slot.proc, slot.stopping_since = None, None
             if code == 0 or stopped:
                 slot.due, slot.crashes = now, 0
                 continue
+            if not self._booted(index, slot.proc_pid):
+                self._load_crash(code)
             slot.crashes += 1
             delay = min(MAX_BACKOFF_S, self.backoff_s * 2 ** (slot.crashes - 1))
             slot.due = now + delay
             logger.warning("controller worker {} exited (status {}); restart in {:.1f} s",
                            index, code, delay)
+
+    def _booted(self, index: int, pid: int) -> bool:
+        """Whether the dead worker got past loading the files (True when unknown)."""
+        if self.state_dir is None:
+            return True
+        try:
+            return controller_booted_file(self.state_dir, index).read_text().strip() == str(pid)
+        except OSError:
+            return False
+
+    def _load_crash(self, code: int) -> None:
+        """One more worker died loading the files; past the budget, stop restarting."""
+        count = self.load_crashes.record("load")
+        if not self.load_crashes.spent(count) or self.halted is not None:
+            return
+        self.halted = self.files
+        names = ", ".join(Path(path).name for path, _ in self.files)
+        logger.error("controller workers exited {} times while loading the controller files"
+                     " (last status {}); not restarted until a controller file changes: {}"
+                     " (`pi-workflows controllers` names the file that fails)",
+                     count, code, names)
+        if self.state_dir is None:
+            return
+        note = {"files": [path for path, _ in self.files], "crashes": count, "lastExit": code,
+                "at": now_ms()}
+        with contextlib.suppress(OSError):
+            path = controllers_halted_file(self.state_dir)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(note, sort_keys=True))
+            tmp.replace(path)
+
+    def _resume(self) -> None:
+        self.halted = None
+        self.load_crashes.forget("load")
+        for slot in self.slots:
+            slot.crashes, slot.due = 0, 0.0
+        if self.state_dir is not None:
+            with contextlib.suppress(OSError):
+                controllers_halted_file(self.state_dir).unlink()
+        logger.info("controller files changed; starting the controller workers again")
 
     def _scan(self, now: float) -> None:
         found = []
@@ -117,6 +177,8 @@ class ControllerWorkers:
             except OSError:
                 continue
         files = tuple(found)
+        if self.halted is not None and files != self.halted:
+            self._resume()
         if files != self.files and self.files:
             logger.info("controller files changed; restarting the controller workers")
             self._stop_all(now)

@@ -151,7 +151,8 @@ class Host:
         self.controllers = ControllerWorkers(
             store=self.store, settings=settings, project=paths.project,
             project_key=self.project_key, runner_id=self.runner_id,
-            config_json=self.worker_config, monotonic=monotonic)
+            config_json=self.worker_config, monotonic=monotonic,
+            state_dir=paths.state_dir)
 
     # ---- start-up --------------------------------------------------------
 
@@ -391,7 +392,23 @@ class Host:
             elif handle.phase == Phase.STARTING and row.state == QueueState.RUNNING:
                 handle.change(Phase.RUNNING, now)
         for claim in hung:
+            if self._interrupt_hung(claim):
+                continue
             self._spawn(claim)  # retires the killed worker, counts it as a crash
+
+    def _interrupt_hung(self, claim: Claim) -> bool:
+        """A controller's child run whose worker hung is not resumed (new-attempt
+        semantics, seed 000 decision 3), as after a crash: its killed worker is
+        retired, the run marked interrupted and failed. False for any other run."""
+        if self.store.child_by_run(claim.run_id) is None:
+            return False
+        old = self.workers.pop(claim.run_id, None)
+        if old is not None:
+            self._kill_run(old, retire=True)
+            self.retiring.append(old)
+        return interrupt_child(self.store, self.paths.runs_dir, claim,
+                               "its worker stopped renewing its lease (hung or stopped)",
+                               lock_timeout=SETTLE_LOCK_S)
 
     def _fence_out(self, handle: WorkerHandle) -> Claim | None:
         """The hung worker's claim under a new token, so it can write nothing more.

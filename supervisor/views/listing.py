@@ -65,15 +65,16 @@ def select(store: Store, runs_dir: Path, *, state: str | None = None,
     skip = 0 if by_sql else offset
     infos = []
     forks = store.forks_of([row.run_id for row in rows])
+    # A controller's child run is detached: one read names the controllers of them all.
+    children = store.children_by_runs(row.run_id for row in rows
+                                      if row.origin_session is None and row.parent_run_id is None)
     for row in rows:
         info = run_status(row, runs_dir, forks.get(row.run_id))
         info["continuedBy"] = continued.get(row.run_id)
-        if row.origin_session is None and row.parent_run_id is None:
-            child = store.child_by_run(row.run_id)  # a controller's child run
-            if child is not None:
-                info["controller"] = {"controller": child.controller, "key": child.key,
-                                      "requestKey": child.request_key,
-                                      "attempt": child.attempt}
+        child = children.get(row.run_id)
+        if child is not None:
+            info["controller"] = {"controller": child.controller, "key": child.key,
+                                  "requestKey": child.request_key, "attempt": child.attempt}
         if state is not None and state not in _words(info):
             continue
         if skip:

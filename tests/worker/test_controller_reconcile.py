@@ -259,3 +259,19 @@ def test_a_status_the_store_refuses_is_an_error_not_a_crash(env):
 
     assert _run(env, reconcile) == "error"
     assert "status patch was refused" in env.store.queue_entry("files", "a").last_error
+
+
+def test_ctx_log_is_recorded_among_the_resources_events(env, capfd):
+    env.store.apply_spec("files", "a", {})
+
+    def reconcile(ctx, r):
+        ctx.log("copied 3 files", data={"n": 3})
+        ctx.log("disk almost full", level="warning")
+        ctx.settled()
+
+    assert _run(env, reconcile) == "settled"
+    logs = [e for e in env.store.resource_events("files", "a") if e.type == "log"]
+    assert [(e.message, e.data) for e in logs] == [
+        ("copied 3 files", {"level": "info", "data": {"n": 3}}),
+        ("disk almost full", {"level": "warning", "data": None})]
+    assert "copied 3 files" not in capfd.readouterr().err

@@ -13,6 +13,7 @@ sqlite3.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from ...errors import ConflictError, NotFound, TransitionRefused
@@ -27,6 +28,7 @@ from .records import ChildEnded, ChildRun
 
 _SELECT = ("SELECT c.*, q.state AS run_state FROM controller_children AS c"
            " LEFT JOIN workflow_run_queue AS q ON q.run_id = c.run_id")
+_BATCH = 500  # run ids per IN (...): under SQLite's bound on bound parameters
 _ATTEMPT = "c.controller = ? AND c.key = ? AND c.request_key = ?"
 
 
@@ -206,6 +208,22 @@ class CtlChildOps(CtlBase, QueueOps):
         validate_run_id(run_id)
         with self._db.transaction(write=False) as tx:
             return _by_run(tx, run_id)
+
+    def children_by_runs(self, run_ids: Iterable[str]) -> dict[str, ChildRun]:
+        """The child records of those of ``run_ids`` that are child runs, by run id.
+
+        One read per ``_BATCH`` ids (a listing asks about every detached run
+        it shows, in one call); ids that are no child are left out.
+        """
+        ids = sorted({validate_run_id(r) for r in run_ids})
+        out: dict[str, ChildRun] = {}
+        with self._db.transaction(write=False) as tx:
+            for at in range(0, len(ids), _BATCH):
+                part = ids[at:at + _BATCH]
+                rows = tx.all(f"{_SELECT} WHERE c.run_id IN ({', '.join('?' * len(part))})",
+                              tuple(part))
+                out.update((r["run_id"], ChildRun.from_row(r)) for r in rows)
+        return out
 
     def children_of(self, controller: str, key: str) -> list[ChildRun]:
         """Every attempt of every child of the resource (for ``get``)."""

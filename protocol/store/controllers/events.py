@@ -1,22 +1,63 @@
-"""Reads of the controller event table (``get``'s last 50, ``events --follow``).
+"""The controller event table: its reads (``get``'s last 50, ``events --follow``)
+and the one public append (a reconcile's own lines, ``ctx.log``).
 
-Owns only reads: events are written inside other writes (``core._ctl_event``),
-bounded to the last ``MAX_EVENTS_PER_RESOURCE`` per resource. Does not
-import sqlite3.
+The store's own events are written inside other writes (``core._ctl_event``);
+``append_controller_event`` adds one on behalf of a reconcile, fenced by its
+claim token, redacted and bounded like every event and counted in the
+resource's last ``MAX_EVENTS_PER_RESOURCE``. Does not import sqlite3.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from ...errors import LimitError
+from ...limits import validate_key
 from .bounds import validate_controller_name, validate_resource_key
 from .core import CtlBase
 from .records import CtlEvent
 
 MAX_READ = 1000
+# A reconcile's own event types: lower-case words; never one the store writes itself.
+APPEND_TYPE_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+STORE_EVENT_TYPES = frozenset({
+    "applied", "spec_changed", "enqueued", "reconcile_started", "settled", "requeued",
+    "conflict", "error", "deleted", "delete_requested", "status_written",
+    "finalizer_added", "finalizer_removed", "effect_reserved", "effect_applied",
+    "effect_rejected", "effect_indeterminate", "child_reserved", "child_started",
+    "child_interrupted", "child_ended"})
 
 
 class CtlEventOps(CtlBase):
+    def append_controller_event(self, controller: str, key: str, type_: str,
+                                message: object, data: dict[str, Any] | None = None, *,
+                                token: str) -> int:
+        """Append one event for the reconcile holding ``token``; its ``seq``.
+
+        ``type_`` is a lower-case word that is not one of the store's own
+        types (``invalid_event_type``); ``message`` is redacted and bounded,
+        ``data`` at most 64 KiB. Fenced by the claim: a token no longer
+        current raises ``ClaimLost`` and writes nothing. The event counts in
+        the resource's last ``MAX_EVENTS_PER_RESOURCE``.
+        """
+        validate_controller_name(controller)
+        validate_resource_key(key)
+        validate_key(token, "claim token")
+        if not isinstance(type_, str) or not re.fullmatch(APPEND_TYPE_PATTERN, type_) \
+                or type_ in STORE_EVENT_TYPES:
+            raise LimitError(f"invalid event type {repr(type_)[:40]}: use a lower-case word"
+                             " (a-z 0-9 _, at most 32) that is not one the store writes",
+                             code="invalid_event_type")
+        if data is not None and not isinstance(data, dict):
+            raise LimitError("event data must be an object", code="invalid_event_data")
+        now = self._now()
+        with self._db.transaction() as tx:
+            self._ctl_fence(tx, controller, key, token)
+            uid = tx.scalar("SELECT uid FROM controller_resources WHERE controller = ? AND"
+                            " key = ?", (controller, key))
+            return self._ctl_event(tx, controller, key, uid, type_, now, message, data)
+
     def resource_events(self, controller: str, key: str, *, limit: int = 50) -> list[CtlEvent]:
         """The resource's last ``limit`` events, oldest first."""
         validate_controller_name(controller)

@@ -124,7 +124,6 @@ class ReconcileClaim:
     lease_expires_at: int
     lease_ms: int
     attempts: int
-    taken_over: bool
     resource: Resource | None
 
 

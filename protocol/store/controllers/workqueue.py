@@ -5,10 +5,11 @@ writes (``core``): claiming a due key under a token and lease, renewal,
 finishing with an outcome (settled / requeue / requeue_after / error with
 exponential backoff and jitter / conflict), returning a dead runner's
 claims, and the host's cheap reads (next due time, the queue). A claim is
-fenced by its token alone; another runner takes it only on proof its holder
+fenced by its token alone; another runner ends it only on proof its holder
 is gone (``release_reconciles``) or after watching its (token, lease)
 unchanged for the claim's lease of its own monotonic time (``leasewatch``),
-never by the wall clock. ``due_at`` is wall-clock scheduling, not a claim
+never by the wall clock; either way the abandoned reconcile counts as an
+error attempt and its key waits out its backoff. ``due_at`` is wall-clock scheduling, not a claim
 rule. Does not import sqlite3.
 """
 
@@ -123,14 +124,15 @@ class CtlQueueOps(ResourceOps):
             self._stalled_reconciles(tx, None)
 
     def claim_reconcile(self, controller_names: Iterable[str], runner_id: str,
-                        lease_ms: int) -> ReconcileClaim | None:
+                        lease_ms: int, *, rand: Rand | None = None) -> ReconcileClaim | None:
         """Claim one due key of these controllers not being reconciled, or None.
 
-        The oldest due queued row first; else an active row whose claim this
-        store watched go its lease without progress (taken over: the old
-        token fails every fence). The claim names the lease it replaces. A
-        queued key whose resource is gone leaves the queue. Event
-        ``reconcile_started``.
+        The oldest due queued row. An active row whose claim this store
+        watched go its lease without progress is abandoned first (its token
+        fails every fence from then on): an error attempt, due after its
+        backoff (``_abandon``), so a reconcile that kills or hangs its worker
+        is retried ever more slowly, not at once. A queued key whose resource
+        is gone leaves the queue. Event ``reconcile_started``.
         """
         names = _names(controller_names)
         validate_key(runner_id, "runner id")
@@ -139,15 +141,13 @@ class CtlQueueOps(ResourceOps):
                              code="invalid_lease")
         now = self._now()
         with self._db.transaction() as tx:
-            stalled = self._stalled_reconciles(tx, names)
+            for stale in self._stalled_reconciles(tx, names):
+                self._abandon(tx, stale["claim_token"], now, rand, "lease_expired",
+                              "its worker stopped renewing the lease (it died or hung)")
             for _ in range(64):  # rows of deleted resources are dropped on the way
                 row = tx.one(f"SELECT * FROM controller_queue WHERE state = ? AND due_at <= ?"
                              f" AND controller IN {_in(names)} ORDER BY due_at, controller, key"
                              " LIMIT 1", (QUEUED, now, *names))
-                if row is None and stalled:
-                    pick = stalled.pop(0)
-                    row = tx.one(f"SELECT * FROM controller_queue WHERE {_RESOURCE}",
-                                 (pick["controller"], pick["key"]))
                 if row is None:
                     return None
                 res = self._load_resource(tx, row["controller"], row["key"])
@@ -168,13 +168,11 @@ class CtlQueueOps(ResourceOps):
                          row["lease_expires_at"])) != 1:
                     raise TransitionRefused(f"{row['controller']}/{row['key']} changed while it"
                                             " was being claimed")
-                taken = row["state"] == ACTIVE
                 self._ctl_event(tx, res.controller, res.key, res.uid, "reconcile_started", now,
                                 None, {"runnerId": runner_id, "attempts": row["attempts"],
-                                       "generation": res.generation,
-                                       **({"takenFrom": row["runner_id"]} if taken else {})})
+                                       "generation": res.generation})
                 return ReconcileClaim(res.controller, res.key, runner_id, token, lease, lease_ms,
-                                      row["attempts"], taken, res)
+                                      row["attempts"], res)
             return None
 
     def renew_reconcile(self, token: str) -> int:
@@ -272,31 +270,57 @@ class CtlQueueOps(ResourceOps):
                                  "dirty": dirty, "resourceVersion": res.resource_version})
             return Finished(controller, key, kind, due, attempts, dirty, res)
 
-    def release_reconciles(self, gone: Gone) -> int:
-        """Return every reconcile claim of a runner proven gone to the queue, due now.
+    def release_reconciles(self, gone: Gone, *, rand: Rand | None = None) -> int:
+        """Return every reconcile claim of a runner proven gone to the queue.
 
         The proof is checked again inside the transaction (``Gone``); the
-        count of keys returned. Event ``requeued`` (reason ``runner_dead``).
+        count of keys returned. Each is abandoned (``_abandon``, reason
+        ``runner_dead``): an error attempt, due after its backoff.
         """
         validate_key(gone.runner_id, "runner id")
         now = self._now()
         with self._db.transaction() as tx:
             if not _still_gone(tx, gone):
                 return 0
-            rows = tx.all("SELECT controller, key, claim_token FROM controller_queue"
+            rows = tx.all("SELECT claim_token FROM controller_queue"
                           " WHERE state = ? AND runner_id = ?", (ACTIVE, gone.runner_id))
             for r in rows:
-                if tx.execute(
-                        "UPDATE controller_queue SET state = ?, due_at = ?, dirty = 0,"
-                        " runner_id = NULL, claim_token = NULL, lease_expires_at = NULL,"
-                        " lease_ms = NULL, updated_at = ? WHERE claim_token = ?",
-                        (QUEUED, now, now, r["claim_token"])) != 1:
-                    raise TransitionRefused(f"{r['controller']}/{r['key']} changed concurrently")
-                res = self._load_resource(tx, r["controller"], r["key"])
-                self._ctl_event(tx, r["controller"], r["key"], res.uid if res else None,
-                                "requeued", now, None,
-                                {"reason": "runner_dead", "runnerId": gone.runner_id})
+                self._abandon(tx, r["claim_token"], now, rand, "runner_dead",
+                              f"its runner {gone.runner_id} died")
             return len(rows)
+
+    def _abandon(self, tx: Tx, token: str, now: int, rand: Rand | None, reason: str,
+                 why: str) -> None:
+        """The reconcile under ``token`` will never finish: count it as an error attempt.
+
+        Its row is queued again after ``backoff_ms(attempts + 1)`` with the
+        reason kept as its last error, exactly as if it had raised: a
+        reconcile that kills its worker (``os._exit``, a crash, a hang past
+        its lease) backs off like one that fails. Event ``error`` (data
+        ``reason``: ``lease_expired`` or ``runner_dead``). Its token fails
+        every fence from now on.
+        """
+        row = tx.one("SELECT * FROM controller_queue WHERE claim_token = ?", (token,))
+        if row is None:
+            raise TransitionRefused("a reconcile claim changed while it was abandoned")
+        attempts = row["attempts"] + 1
+        if rand is None:
+            import random  # not on the read path
+
+            rand = random.random
+        due = now + backoff_ms(attempts, rand)
+        message = safe_error_message(f"the reconcile was abandoned: {why}")
+        if tx.execute(
+                "UPDATE controller_queue SET state = ?, due_at = ?, dirty = 0, attempts = ?,"
+                " runner_id = NULL, claim_token = NULL, lease_expires_at = NULL,"
+                " lease_ms = NULL, last_error = ?, updated_at = ? WHERE claim_token = ?",
+                (QUEUED, due, attempts, message, now, token)) != 1:
+            raise TransitionRefused(f"{row['controller']}/{row['key']} changed concurrently")
+        res = self._load_resource(tx, row["controller"], row["key"])
+        self._ctl_event(tx, row["controller"], row["key"], res.uid if res else None, "error",
+                        now, message, {"outcome": "error", "reason": reason,
+                                       "runnerId": row["runner_id"], "dueAt": due,
+                                       "attempts": attempts})
 
     # ---- reads -------------------------------------------------------------
 

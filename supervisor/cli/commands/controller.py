@@ -34,6 +34,7 @@ from ....protocol.store.controllers import (
     validate_resource_key,
 )
 from ....protocol.wakeup import poke
+from ....protocol.wire import controllers_halted_file
 from ...session.runinput import _parse_json, require_utf8
 from ...views import controllers as view
 from ..isolated import controller_summary, load_summary
@@ -185,9 +186,13 @@ def list_command(
     if paths.store_file.exists():
         with _store(settings, paths) as store:
             rows = store.list_resources(controller)
+    halted = _halted(paths)
     if as_json:
-        emit_json({"resources": [view.resource_json(r) for r in rows]})
+        emit_json({"resources": [view.resource_json(r) for r in rows],
+                   "workersHalted": halted})
         return
+    if halted is not None:
+        typer.echo(_halted_line(halted))
     if not rows:
         typer.echo("no resources")
     for row in rows:
@@ -238,7 +243,7 @@ def events(
         "--follow", help="Keep printing new events until Ctrl-C.")] = False,
     project: ProjectOpt = Path("."), as_json: JsonOpt = False,
 ) -> None:
-    """Print a resource's last 50 events; --follow keeps printing new ones.
+    """Print a resource's last 50 events; --follow keeps printing new ones (Ctrl-C: exit 0).
 
     With --json, one JSON object per line.
 
@@ -257,11 +262,30 @@ def events(
         for event in store.resource_events(name, key, limit=50):
             show(event)
             seq = event.seq
-        while follow:
-            time.sleep(FOLLOW_POLL_S)  # a view's poll, not synchronisation
-            for event in store.controller_events_after(seq, controller=name, key=key):
-                show(event)
-                seq = event.seq
+        try:
+            while follow:
+                time.sleep(FOLLOW_POLL_S)  # a view's poll, not synchronisation
+                for event in store.controller_events_after(seq, controller=name, key=key):
+                    show(event)
+                    seq = event.seq
+        except KeyboardInterrupt:  # Ctrl-C ends a follow: what was shown is all there is
+            return
+
+
+def _halted(paths: Paths) -> dict[str, Any] | None:
+    """The host's note that it stopped restarting its controller workers, if any."""
+    try:
+        note = json.loads(controllers_halted_file(paths.state_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    return note if isinstance(note, dict) else None
+
+
+def _halted_line(note: dict[str, Any]) -> str:
+    return (f"error: the host stopped restarting its controller workers: they exited"
+            f" {note.get('crashes')} times while loading the controller files (last status"
+            f" {note.get('lastExit')}); fix the file that fails to load"
+            " (`pi-workflows controllers`) and save it: the host starts them again")
 
 
 def controllers(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None:
@@ -282,9 +306,12 @@ def controllers(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> No
                        "description": summary["description"]})
         else:
             bad.append({**entry, "error": summary["error"], "problems": summary["problems"]})
+    halted = _halted(paths)
     if as_json:
-        emit_json({"controllers": ok, "errors": bad})
+        emit_json({"controllers": ok, "errors": bad, "workersHalted": halted})
         return
+    if halted is not None:
+        typer.echo(_halted_line(halted))
     if not ok and not bad:
         typer.echo("no controllers (NAME.controller.py files beside the workflows)")
     for e in ok:

@@ -201,3 +201,16 @@ def test_gc_keeps_a_child_run_while_its_resource_exists(store: Store, claim: Rec
     (chain,) = [c for c in store.chains() if "child-1" in c.run_ids]
     assert blocker(chain, far) is None
     assert store.remove_chain(chain.run_ids, far) is None and store.get("child-1") is None
+
+
+def test_children_by_runs_reads_many_in_one_call(store: Store, claim: ReconcileClaim,
+                                                 source: RunSource) -> None:
+    child, _ = _start(store, claim, source)
+    other, _ = store.start_child("files", "a", "other", source=source, input_fingerprint=FP,
+                                 private_input=INPUT, run_id="child-9", token=claim.token)
+    many = [f"plain-{n}" for n in range(1200)]  # past one IN (...) batch
+    got = store.children_by_runs(["child-1", *many, "child-9", "child-1"])
+    assert got == {"child-1": child, "child-9": other}
+    assert store.children_by_runs([]) == {}
+    with pytest.raises(LimitError):
+        store.children_by_runs(["../escape"])

@@ -13,6 +13,7 @@ import pytest
 from pi_workflows.protocol.errors import ClaimLost, LimitError
 from pi_workflows.protocol.store import Gone, Store
 from pi_workflows.protocol.store.controllers import (
+    BACKOFF_MAX_MS,
     backoff_ms,
     error,
     requeue,
@@ -115,8 +116,15 @@ def test_a_stalled_claim_is_taken_only_after_a_lease_of_the_takers_monotonic_tim
     taker_mono.advance(0.5)
     assert _claim(taker, "host-2") is None  # the renewal restarted the count
     taker_mono.advance(1.0)
+    # Watched a lease without progress: abandoned, an error attempt, due after its backoff.
+    assert taker.claim_reconcile(["files"], "host-2", LEASE, rand=lambda: 0.5) is None
+    entry = taker.queue_entry("files", "a")
+    assert entry is not None and entry.state == "queued" and entry.attempts == 1
+    assert entry.due_at == clock.now + backoff_ms(1, lambda: 0.5)
+    assert "abandoned" in (entry.last_error or "")
+    clock.advance(backoff_ms(1, lambda: 0.5))
     taken = _claim(taker, "host-2")
-    assert taken is not None and taken.taken_over and taken.key == "a"
+    assert taken is not None and taken.key == "a" and taken.attempts == 1
     assert taken.token != claim.token
     # The old holder's token fails every write; nothing it does lands.
     with pytest.raises(ClaimLost):
@@ -126,8 +134,9 @@ def test_a_stalled_claim_is_taken_only_after_a_lease_of_the_takers_monotonic_tim
                                 status_patch={"observed_generation": 1})
     res = taker.get_resource("files", "a")
     assert res is not None and res.status["observed_generation"] is None
-    started = [e for e in taker.resource_events("files", "a") if e.type == "reconcile_started"]
-    assert started[-1].data["takenFrom"] == "host-1"
+    abandoned = [e for e in taker.resource_events("files", "a") if e.type == "error"]
+    assert abandoned[-1].data["reason"] == "lease_expired"
+    assert abandoned[-1].data["runnerId"] == "host-1"
     assert taker.finish_reconcile(taken.token, settled()).due_at is None
 
 
@@ -141,11 +150,14 @@ def test_a_dead_runners_reconciles_return_at_once_on_proof(make_store: Callable[
     # A live runner registered under that id: the proof does not hold.
     store.register_runner("host-dead", "host", 4242, 1.5, "here")
     assert store.release_reconciles(Gone("host-dead")) == 0
-    assert store.release_reconciles(Gone("host-dead", 4242, 1.5)) == 2
-    assert {(e.key, e.state) for e in store.reconcile_queue()} == {("a", "queued"),
-                                                                    ("b", "queued")}
+    assert store.release_reconciles(Gone("host-dead", 4242, 1.5), rand=lambda: 0.0) == 2
+    assert {(e.key, e.state, e.attempts) for e in store.reconcile_queue()} == {
+        ("a", "queued", 1), ("b", "queued", 1)}
+    assert _claim(store, "host-new") is None  # an error attempt: its backoff first
+    clock.advance(backoff_ms(1, lambda: 0.0))
     fresh = _claim(store, "host-new")
-    assert fresh is not None and not fresh.taken_over
+    assert fresh is not None and fresh.attempts == 1
+    assert store.resource_events("files", fresh.key)[-2].data["reason"] == "runner_dead"
     with pytest.raises(ClaimLost):
         store.finish_reconcile(one.token, settled())
 
@@ -185,7 +197,7 @@ def test_errors_back_off_with_seeded_jitter_and_success_resets(store: Store,
 
 
 def test_lease_expiry_returns_the_key_when_the_holder_died_silently(
-        make_store: Callable[..., Store]) -> None:
+        make_store: Callable[..., Store], clock: FakeClock[int]) -> None:
     """A host killed -9 mid-reconcile: another host gets the key after one lease."""
     dead = make_store()
     dead.apply_spec("files", "a", {})
@@ -198,8 +210,10 @@ def test_lease_expiry_returns_the_key_when_the_holder_died_silently(
     heir_mono.advance(1.9)
     assert _claim(heir, "host-2") is None
     heir_mono.advance(0.1)
+    assert _claim(heir, "host-2") is None  # abandoned: an error attempt, backed off
+    clock.advance(BACKOFF_MAX_MS)
     back = _claim(heir, "host-2")
-    assert back is not None and back.key == "a" and back.taken_over
+    assert back is not None and back.key == "a" and back.attempts == 1
 
 
 @pytest.mark.slow
@@ -252,8 +266,9 @@ def test_a_host_killed_mid_reconcile_loses_nothing(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, "the key never came back"
                 time.sleep(0.02)  # a host's pass interval: each claim call is one look
             waited = time.monotonic() - first_look
-            assert got.key == "a" and got.taken_over and got.token != token
-            assert waited >= 0.3  # never before a whole lease of the heir's own clock
+            assert got.key == "a" and got.attempts == 1 and got.token != token
+            # Never before a whole lease of the heir's own clock, then its backoff (>= 0.8 s).
+            assert waited >= 0.3 + 0.8
             with pytest.raises(ClaimLost):
                 heir.finish_reconcile(token, settled())
             assert heir.finish_reconcile(got.token, settled()).due_at is None
@@ -272,5 +287,35 @@ def test_a_busy_host_keeps_watching_so_a_stalled_claim_is_due_on_time(
     taker.watch_reconciles()  # all its slots busy: it only looks
     assert taker.next_reconcile_due(["files"]) is None  # an active key is not "due"
     taker_mono.advance(1.0)
+    # A lease after it first looked, no later: abandoned, due after its backoff.
+    assert _claim(taker, "host-2") is None
+    due = taker.next_reconcile_due(["files"])
+    assert due is not None and due >= clock.now + backoff_ms(1, lambda: 0.0)
+    clock.advance(BACKOFF_MAX_MS)
     taken = _claim(taker, "host-2")
-    assert taken is not None and taken.taken_over  # a lease after it first looked, no later
+    assert taken is not None and taken.attempts == 1
+
+
+def test_a_reconcile_abandoned_again_and_again_backs_off_ever_longer(
+        make_store: Callable[..., Store], clock: FakeClock[int]) -> None:
+    """A reconcile that always kills its worker: every takeover is an error attempt."""
+    mono = FakeClock(0.0)
+    store = make_store(monotonic=mono)
+    store.apply_spec("files", "a", {})
+    waits = []
+    for attempt in range(1, 6):
+        claim = store.claim_reconcile(["files"], "host-1", 1_000, rand=lambda: 0.5)
+        assert claim is not None and claim.attempts == attempt - 1
+        assert store.claim_reconcile(["files"], "host-1", 1_000) is None  # first sighting
+        mono.advance(1.0)  # its worker died: no renewal for a lease
+        assert store.claim_reconcile(["files"], "host-1", 1_000, rand=lambda: 0.5) is None
+        entry = store.queue_entry("files", "a")
+        assert entry is not None and entry.attempts == attempt
+        waits.append(entry.due_at - clock.now)
+        clock.advance(entry.due_at - clock.now)
+    assert waits == [backoff_ms(n, lambda: 0.5) for n in range(1, 6)]
+    assert waits == [1_000, 2_000, 4_000, 8_000, 16_000]
+    # A pass that ends well resets the count.
+    claim = store.claim_reconcile(["files"], "host-1", 1_000)
+    assert claim is not None and claim.attempts == 5
+    assert store.finish_reconcile(claim.token, requeue()).attempts == 0

@@ -114,3 +114,43 @@ def test_a_write_nudges_the_booted_workers_only(env, tmp_path):
     env.workers.store.apply_spec("a", "k", {"new": 1})
     env.workers.step(False)
     assert all(NUDGE_SIGNAL in p.signals for _, p in env.spawned)
+
+
+def test_workers_dying_at_load_stop_restarting_until_a_file_changes(env, tmp_path):
+    import json
+
+    from pi_workflows.protocol.wire import controller_booted_file, controllers_halted_file
+
+    state = tmp_path / "state"
+    env.workers.state_dir = state
+    ctl = env.local / "a.controller.py"
+    ctl.write_text("")
+    env.workers.step(False)
+    # One worker got past loading (its pid noted), then crashed: not a load crash.
+    booted = controller_booted_file(state, 1)
+    booted.parent.mkdir(parents=True)
+    booted.write_text(str(env.spawned[1][1].pid))
+    env.spawned[1][1].code = 1
+    for _ in range(3):  # crash_limit (3) deaths before loading
+        assert not controllers_halted_file(state).exists()
+        alive = [p for _, p in env.spawned if p.code is None]
+        alive[0].code = 7
+        env.workers.step(False)  # reaped
+        env.clock.now += 31.0
+        env.workers.step(False)  # restarted (until halted)
+    note = json.loads(controllers_halted_file(state).read_text())
+    assert note["crashes"] == 3 and note["lastExit"] == 7
+    assert note["files"] == [str(ctl)]
+    count = len(env.spawned)
+    for p in [p for _, p in env.spawned if p.code is None]:
+        p.code = 7
+    env.clock.now += 100.0
+    env.workers.step(False)
+    assert len(env.spawned) == count  # halted: nothing restarted
+    ctl.write_text("# fixed")
+    import os
+    os.utime(ctl, (1, 1))
+    env.clock.now += 3.0
+    env.workers.step(False)
+    assert not controllers_halted_file(state).exists()
+    assert len(env.spawned) == count + 2
