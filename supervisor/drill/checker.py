@@ -366,29 +366,14 @@ STATUS_WRITES = ("settled", "requeue", "requeue_after")
 Marks = dict[str, tuple[int, int]]  # resource uid -> (observed_generation, resource_version)
 
 
-def _ledger_key(line: str) -> tuple[str, str, str] | None:
-    """(key, uid, effect key) of a controller ledger line ``ledger KEY EFFECT UID``."""
-    parts = line.split(" ")
-    return (parts[1], parts[3], parts[2]) if len(parts) == 4 else None
-
-
 def check_reconcile_effects(durable: Durable, out: Found) -> None:
-    """No applied reconcile effect twice: no ledger line twice, no generation written
-    twice (in the ledger or in the records), and every applied record left its line."""
+    """No applied reconcile effect twice: no ledger line (``ledger KEY EFFECT UID``)
+    twice, no two applied records of one kind (the effect key's first word) for one
+    generation, and every applied record of a resource left its line."""
     lines = Counter(durable.ctl_ledger)
     for line, count in sorted(lines.items()):
         if count > 1:
             out.append(Violation("effect_repeated", None, f"ledger line {line!r} {count} times"))
-    per_generation: Counter[tuple[str, ...]] = Counter()
-    for line in lines:
-        found = _ledger_key(line)
-        if found is not None:
-            key, uid, effect_key = found
-            per_generation[(key, uid, *effect_key.split("-", 1))] += 1
-    for parts, count in sorted(per_generation.items()):
-        if count > 1 and len(parts) == 4:
-            out.append(Violation("effect_repeated", None, f"{parts[0]} ({parts[1]}): {count}"
-                                 f" {parts[2]} effects applied for generation {parts[3]}"))
     records: Counter[tuple[str, str, str, int]] = Counter()
     for effect in durable.ctl_effects:
         if effect["state"] == "applied":
