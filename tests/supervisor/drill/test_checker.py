@@ -21,7 +21,7 @@ from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.protocol.wire import MARKER_ENV
-from pi_workflows.supervisor.drill.checker import KINDS, Violation, check
+from pi_workflows.supervisor.drill.checker import KINDS, Violation, check, resource_marks
 from pi_workflows.supervisor.drill.durable import Durable, RunFacts, collect, conversation
 
 from tests.helpers.processes import reap
@@ -481,6 +481,14 @@ def test_a_status_write_lost() -> None:
     durable.resources[0]["status"]["observed_generation"] = 2  # of generation 1
     assert "observes generation 2 of 1" in \
         only(check(durable, final=False), "status_lost").evidence
+
+
+def test_the_marks_carry_a_resources_last_seen_status_to_the_next_check() -> None:
+    marks = resource_marks(controller_state(), {UID: (1, 7)})
+    assert marks == {UID: (2, 7)}  # the newer of each, so neither goes back unseen
+    durable = controller_state()
+    durable.resources[0]["status"]["observed_generation"] = 1
+    assert "2 -> 1" in only(check(durable, final=False, marks=marks), "status_lost").evidence
 
 
 def test_a_resource_stuck_after_settling() -> None:
