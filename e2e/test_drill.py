@@ -1,7 +1,9 @@
 """`pi-workflows drill` through the real CLI: a short seeded drill finds no violation,
 injects faults of several kinds, and reports in the documented shape; a drill forced to
 kill the Pi of in-session runs mid-step finds no step accepted twice and no deferred turn
-sent twice; a directory that holds someone else's files is refused."""
+sent twice; a drill forced to kill controller workers repeats no reconcile effect, loses
+no status and settles every resource; a directory that holds someone else's files is
+refused."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 FAULT_KINDS = {"host_kill9", "host_drain", "worker_kill9", "pi_kill9", "session_kill9",
                "worker_stop", "store_lock", "zygote_kill9", "spare_kill9", "clock_step",
-               "runs_disk_full", "pi_session_kill9"}
+               "runs_disk_full", "pi_session_kill9", "controller_worker_kill9"}
 
 
 def drill(tmp_path: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -142,3 +144,32 @@ def test_a_drill_forced_to_kill_in_session_pis_mid_step_finds_no_violation(
     # The Pi sessions are there to read: at least one step reached its conversation.
     sessions = list((scratch / ".drill" / "pi-sessions").rglob("*.jsonl"))
     assert sessions and any('"kind":"step"' in p.read_text() for p in sessions)
+
+
+@pytest.mark.timeout(400)
+def test_a_drill_forced_to_kill_controller_workers_finds_no_violation(tmp_path: Path) -> None:
+    """``--faults controller_worker_kill9``: resources of the drill's controller are
+    applied, changed, deleted and nudged while a controller worker (a reconciling one
+    when there is one) is killed -9 each iteration; no applied effect's ledger line
+    is there twice, no status is lost and every resource ends observed and Ready."""
+    report = tmp_path / "report.json"
+    scratch = tmp_path / "scratch"
+    proc = drill(tmp_path, "--iterations", "5", "--seed", "24", "--faults",
+                 "controller_worker_kill9", "--project", str(scratch), "--report", str(report),
+                 timeout=380)
+    data = json.loads(report.read_text()) if report.exists() else {}
+    assert proc.returncode == 0, (proc.stdout, proc.stderr[-3000:], data.get("violations"))
+    assert data["violations"] == [] and data["settled"] is True
+    assert {f["kind"] for f in data["faults"]} == {"controller_worker_kill9"}
+    applied = [f for f in data["faults"] if f["applied"]]
+    assert len(applied) >= 3 and all(f["target"].startswith("controller worker ")
+                                     for f in applied), data["faults"]
+    assert any("ledger/" in f.get("note", "") for f in applied), applied  # mid-reconcile
+    counts = data["counts"]
+    assert counts["launches"].get("controller:apply", 0) >= 2, counts["launches"]
+    assert counts["resources"] >= 1 and counts["resourcesReady"] == counts["resources"]
+    for kind in ("effect_repeated", "status_lost", "resource_stuck"):
+        assert counts["violations"][kind] == 0
+    lines = (scratch / "ctl-ledger.txt").read_text().splitlines()
+    assert lines and len(lines) == len(set(lines))  # every effect applied once
+    assert "resource(s)" in proc.stdout.splitlines()[0]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...protocol.states import SETTLED_STATUSES, TERMINAL, QueueState
-from .durable import Durable, RunFacts
+from .durable import CONTROLLER_CHILD, Durable, RunFacts
 
 Q = QueueState
 
@@ -28,6 +28,7 @@ KINDS = (
     "follow_up_lost", "leftover_process", "loose_permissions", "unexpected_failure",
     "clock_step_restart",  # judged by the clock_step fault itself (drill/clockstep.py)
     "host_exited", "disk_full_mishandled", "step_accepted_twice", "turn_sent_twice",
+    "effect_repeated", "status_lost", "resource_stuck",  # the controllers' (issue 24)
 )
 # A run's error that says its disk was full: it should have waited, not ended.
 DISK_FULL_WORDS = ("No space left on device", "Disk quota exceeded", "Errno 28", "Errno 122",
@@ -283,7 +284,9 @@ def check_settled(run: RunFacts, out: Found) -> None:
     if QUEUE_FOR_STATUS.get(str(status)) != row["state"]:
         out.append(Violation("queue_bundle_mismatch", run.run_id,
                              f"queue {row['state']}, bundle {status}"))
-    elif row["state"] == Q.FAILED and row.get("errorCode") not in EXPECTED_FAILURES:
+    elif row["state"] == Q.FAILED and row.get("errorCode") not in EXPECTED_FAILURES \
+            and not (row.get("errorCode") == "interrupted"
+                     and row.get("workflow") == CONTROLLER_CHILD):
         out.append(Violation("unexpected_failure", run.run_id,
                              f"failed with {row.get('errorCode')!r}, which no fault explains"))
 
@@ -357,9 +360,97 @@ def check_watermarks(durable: Durable, before: dict[str, int], out: Found) -> No
                                  f"session {session}: watermark {before[session]} -> {seq}"))
 
 
+# Outcome events of a reconcile that wrote its status: their ``resourceVersion`` is
+# the resource's version right after the write.
+STATUS_WRITES = ("settled", "requeue", "requeue_after")
+Marks = dict[str, tuple[int, int]]  # resource uid -> (observed_generation, resource_version)
+
+
+def check_reconcile_effects(durable: Durable, out: Found) -> None:
+    """No applied reconcile effect twice: no ledger line (``ledger KEY EFFECT UID``)
+    twice, no two applied records of one kind (the effect key's first word) for one
+    generation, and every applied record of a resource left its line."""
+    lines = Counter(durable.ctl_ledger)
+    for line, count in sorted(lines.items()):
+        if count > 1:
+            out.append(Violation("effect_repeated", None, f"ledger line {line!r} {count} times"))
+    records: Counter[tuple[str, str, str, int]] = Counter()
+    for effect in durable.ctl_effects:
+        if effect["state"] == "applied":
+            what = str(effect["effectKey"]).split("-", 1)[0]
+            records[(effect["controller"], effect["key"], what, int(effect["generation"]))] += 1
+    for (controller, key, what, gen), count in sorted(records.items()):
+        if count > 1:
+            out.append(Violation("effect_repeated", None, f"{controller}/{key}: {count} applied"
+                                 f" {what} effect records for generation {gen}"))
+    uids = {(r["controller"], r["key"]): str(r["uid"]) for r in durable.resources}
+    for effect in durable.ctl_effects:
+        owner = uids.get((effect["controller"], effect["key"]))
+        line = f"{effect['controller']} {effect['key']} {effect['effectKey']} {owner}"
+        if effect["state"] == "applied" and owner is not None and line not in lines:
+            out.append(Violation("effect_missing", None,
+                                 f"{effect['controller']}/{effect['key']}: effect"
+                                 f" {effect['effectKey']} applied, no ledger line {line!r}"))
+
+
+def check_statuses(durable: Durable, marks: Marks, out: Found) -> None:
+    """No status write the store accepted is lost: a resource's observed generation and
+    version never go back, it never observes a generation it does not have, and it is at
+    least as new as its last reconcile's status write."""
+    for res in durable.resources:
+        name, status = f"{res['controller']}/{res['key']}", res["status"] or {}
+        observed, version = int(status.get("observed_generation") or 0), res["resourceVersion"]
+        was_observed, was_version = marks.get(res["uid"], (0, 0))
+        if observed < was_observed or version < was_version:
+            out.append(Violation("status_lost", None,
+                                 f"{name} ({res['uid']}): observed generation {was_observed}"
+                                 f" -> {observed}, resource version {was_version} -> {version}"))
+        if observed > res["generation"]:
+            out.append(Violation("status_lost", None, f"{name}: observes generation {observed}"
+                                 f" of {res['generation']}"))
+        writes = [e for e in res["events"] if e["uid"] == res["uid"]
+                  and (e.get("data") or {}).get("outcome") in STATUS_WRITES]
+        if writes and int(writes[-1]["data"].get("resourceVersion") or 0) > version:
+            out.append(Violation("status_lost", None,
+                                 f"{name}: its last {writes[-1]['type']} event wrote version"
+                                 f" {writes[-1]['data']['resourceVersion']}, the resource is"
+                                 f" at {version}"))
+
+
+def check_resources_settled(durable: Durable, out: Found) -> None:
+    """After settling: every resource observed its spec's generation and is Ready, and
+    every one marked for deletion is gone."""
+    for res in durable.resources:
+        name, status = f"{res['controller']}/{res['key']}", res["status"] or {}
+        ready: dict[str, Any] = next((c for c in status.get("conditions") or []
+                                      if c.get("type") == "Ready"), {})
+        if res["deletionRequested"]:
+            out.append(Violation("resource_stuck", None, f"{name}: deletion requested, still"
+                                 f" there (finalizers {res['finalizers']})"))
+        elif int(status.get("observed_generation") or 0) != res["generation"]:
+            out.append(Violation("resource_stuck", None,
+                                 f"{name}: generation {res['generation']}, observed"
+                                 f" {status.get('observed_generation')} (Ready"
+                                 f" {ready.get('status')} {ready.get('reason')})"))
+        elif ready.get("status") != "true":
+            out.append(Violation("resource_stuck", None, f"{name}: Ready {ready.get('status')}"
+                                 f" {ready.get('reason')} {ready.get('message')!r}"))
+
+
+def resource_marks(durable: Durable, marks: Marks) -> Marks:
+    """``marks`` moved on to what ``durable`` shows (for the next check)."""
+    out = dict(marks)
+    for res in durable.resources:
+        observed = int((res["status"] or {}).get("observed_generation") or 0)
+        old = out.get(res["uid"], (0, 0))
+        out[res["uid"]] = (max(old[0], observed), max(old[1], res["resourceVersion"]))
+    return out
+
+
 def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = None,
-          skip: Callable[[str], bool] = lambda _: False) -> Found:
-    """Every violation in ``durable``; ``watermarks``: each session's last seen mark."""
+          skip: Callable[[str], bool] = lambda _: False, marks: Marks | None = None) -> Found:
+    """Every violation in ``durable``; ``watermarks``: each session's last seen mark;
+    ``marks``: each resource's last seen observed generation and version."""
     out: Found = []
     traces: dict[str, list[dict[str, Any]]] = {}
     for run in durable.runs.values():
@@ -386,6 +477,10 @@ def check(durable: Durable, *, final: bool, watermarks: dict[str, int] | None = 
         out.append(Violation("host_exited", None,
                              f"host {host['pid']} exited {host['code']} without being stopped"))
     check_ledger(durable, out)
+    check_reconcile_effects(durable, out)
+    check_statuses(durable, marks or {}, out)
+    if final:
+        check_resources_settled(durable, out)
     check_deliveries(durable, out)
     check_conversations(durable, traces, out)
     check_watermarks(durable, watermarks or {}, out)

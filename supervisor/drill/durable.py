@@ -5,7 +5,8 @@ Owns ``Durable`` (plain data, so tests build bad states by hand) and
 effects and watermarks (through the store's read API), each bundle's raw
 trace bytes and projection, the ledger, the drill's delivery journal, the
 Pi session files of in-session runs (their step messages, accepted submits
-and deferred turns), the
+and deferred turns), the controller resources with their last events and
+effect records and the controller's ledger, the
 live processes that carry the project's run marker (psutil) and the modes of
 every file and directory under the project's state directory. Nothing here
 asks a running process anything. Imports ``protocol``; never the worker.
@@ -64,6 +65,42 @@ class Durable:
     disk_full_noise: list[str] = field(default_factory=list)
     # The Pi sessions of in-session runs, each file read back (``conversation``).
     conversations: list[dict[str, Any]] = field(default_factory=list)
+    # The controller resources in the store, each {"controller", "key", "uid",
+    # "resourceVersion", "generation", "deletionRequested", "finalizers", "status",
+    # "events": [{"type", "uid", "data"}] (its last events, oldest first)}.
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    # Their reconcile effect records: {"controller", "key", "effectKey", "kind",
+    # "generation", "state"} (a deleted resource's go with it).
+    ctl_effects: list[dict[str, Any]] = field(default_factory=list)
+    # The controller's ledger (``ctl-ledger.txt``), read after the store.
+    ctl_ledger: list[str] = field(default_factory=list)
+
+
+# The drill's controller and the workflow it starts as a child (``ctlwork``): a child
+# run may fail ``interrupted`` when its worker or host is killed (a new attempt follows).
+CONTROLLER, CONTROLLER_CHILD = "ledger", "ctlchild"
+CTL_LEDGER = "ctl-ledger.txt"
+RESOURCE_EVENTS = 50
+
+
+def _resources(store: Store, durable: Durable) -> None:
+    for listed in store.list_resources(limit=100_000):
+        # Its events before the resource: a status write the events show is in the
+        # resource read after them (a later write may be in neither, or in both).
+        events = store.resource_events(listed.controller, listed.key, limit=RESOURCE_EVENTS)
+        res = store.get_resource(listed.controller, listed.key)
+        if res is None:
+            continue
+        durable.resources.append({
+            "controller": res.controller, "key": res.key, "uid": res.uid,
+            "resourceVersion": res.resource_version, "generation": res.generation,
+            "deletionRequested": res.deletion_requested, "finalizers": list(res.finalizers),
+            "status": res.status,
+            "events": [{"type": e.type, "uid": e.uid, "data": e.data} for e in events]})
+        durable.ctl_effects += [{"controller": e.controller, "key": e.key,
+                                 "effectKey": e.effect_key, "kind": e.kind,
+                                 "generation": e.generation, "state": e.state}
+                                for e in store.reconcile_effects(res.controller, res.key)]
 
 
 CUSTOM_TYPE = "pi-workflows"  # the extension's custom messages
@@ -160,7 +197,8 @@ def _facts(store: Store, runs_dir: Path, run_id: str) -> RunFacts:
     facts = RunFacts(run_id)
     row = store.get(run_id)
     if row is not None:
-        facts.row = {"state": str(row.state), "originSession": row.origin_session,
+        facts.row = {"state": str(row.state), "workflow": row.workflow,
+                     "originSession": row.origin_session,
                      "notifySession": row.notify_session, "parentRunId": row.parent_run_id,
                      "startedAt": row.started_at, "errorCode": row.error_code,
                      "errorMessage": row.error_message}
@@ -240,7 +278,9 @@ def collect(paths: Paths, launched: list[str], work: Path, ledger: Path,
         durable.intents = [{"intentId": t.intent_id, "sessionId": t.session_id,
                             "runId": t.run_id, "state": t.state}
                            for t in store.list_turn_intents()]
+        _resources(store, durable)
     durable.ledger = _lines(ledger)
+    durable.ctl_ledger = _lines(paths.project / CTL_LEDGER)
     if pi_sessions is not None and pi_sessions.is_dir():
         durable.conversations = [conversation(p) for p in sorted(pi_sessions.rglob("*.jsonl"))]
     durable.loose = loose_modes(paths.state_dir)

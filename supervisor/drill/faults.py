@@ -16,8 +16,10 @@ runs directory's own small tmpfs filled to the last byte for a few seconds
 tmpfs could be mounted).
 Workers and Pi children are found through the ``processes.json`` of running
 runs and proven by pid and start time before any signal; the zygote and its
-spare by their titles among the host's children. Imports
-``protocol`` and the drill's hosts, insession, scratch and workload; never the
+spare by their titles among the host's children; a controller worker
+(``controller_worker_kill9``) by its run marker, a reconciling one first
+by its title. Imports
+``protocol`` and the drill's ctlwork, hosts, insession, scratch and workload; never the
 worker.
 """
 
@@ -41,6 +43,7 @@ from ...protocol.states import QueueState
 from ...protocol.store import Store
 from ...protocol.wire import MARKER_ENV
 from .clockstep import ClockStepper
+from .ctlwork import busy, controller_workers
 from .hosts import Hosts
 from .insession import InSession
 from .scratch import Scratch
@@ -54,6 +57,7 @@ KINDS: dict[str, float] = {  # kind -> weight
     "clock_step": 0.5,
     "runs_disk_full": 0.4,
     "pi_session_kill9": 1.0,
+    "controller_worker_kill9": 1.2,
 }
 # Faults of agent steps: drawn only where Pi is installed.
 NEEDS_PI = frozenset({"pi_kill9", "pi_session_kill9"})
@@ -203,6 +207,24 @@ class Injector:
 
     def _worker_kill9(self, fault: Planned) -> tuple[str | None, str]:
         return self._signal_one(fault, "worker", signal.SIGKILL)
+
+    def _controller_worker_kill9(self, fault: Planned) -> tuple[str | None, str]:
+        """``kill -9`` of a controller worker, one that reconciles if one does within
+        3 s (its title names the resource), else an idle one."""
+        deadline = time.monotonic() + 3.0
+        found = controller_workers(self.scratch)
+        while not any(busy(title) for _, _, title in found) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = controller_workers(self.scratch)
+        candidates = [w for w in found if busy(w[2])] or found
+        if not candidates:
+            return None, "no controller worker running"
+        pid, start, title = candidates[min(int(fault.pick * len(candidates)),
+                                           len(candidates) - 1)]
+        if not is_same_process(pid, start):
+            return None, f"controller worker {pid} exited before the signal"
+        os.kill(pid, signal.SIGKILL)
+        return f"controller worker {pid}", title.split(" ", 3)[-1] if busy(title) else "idle"
 
     def _pi_kill9(self, fault: Planned) -> tuple[str | None, str]:
         return self._signal_one(fault, "pi", signal.SIGKILL)

@@ -37,6 +37,8 @@ class Report:
     errors: Counter[str] = field(default_factory=Counter)  # error code of ended runs -> runs
     refused: dict[str, int] = field(default_factory=dict)
     hosts_started: int = 0
+    resources: int = 0  # controller resources left at the end
+    resources_ready: int = 0  # of them Ready
     wall_s: float = 0.0
     settled: bool = False
 
@@ -62,6 +64,8 @@ class Report:
                 "errorCodes": dict(sorted(self.errors.items())),
                 "refusedLaunches": dict(sorted(self.refused.items())),
                 "hostsStarted": self.hosts_started,
+                "resources": self.resources,
+                "resourcesReady": self.resources_ready,
             },
         }
 
@@ -74,7 +78,8 @@ class Report:
         faults = ", ".join(f"{k} {n}" for k, n in counts["faultsInjected"].items()) or "none"
         lines = [f"drill seed {self.seed}: {self.iterations} iteration(s) in"
                  f" {self.wall_s:.0f} s, {counts['runs']} run(s)"
-                 f" ({', '.join(f'{k} {n}' for k, n in counts['queueStates'].items())})",
+                 f" ({', '.join(f'{k} {n}' for k, n in counts['queueStates'].items())}),"
+                 f" {self.resources} resource(s) ({self.resources_ready} ready)",
                  f"faults injected: {faults}"]
         if counts["errorCodes"]:
             lines.append("ended with: " + ", ".join(f"{k} {n}" for k, n

@@ -5,7 +5,8 @@ Owns the order of things. Each iteration makes sure a host runs, draws its
 faults and launches from the seed, injects the faults from a thread while it
 launches (an in-session run in a Pi of its own, detached runs, a session run
 on a pty, a deferred launch, answers, a sync), waits for the host to catch
-up a little, then checks the runs that are not yet known good. At the end it
+up a little, then checks the runs that are not yet known good (and every controller resource:
+the drill's controller gets applies, spec changes, deletes and nudges). At the end it
 stops injecting, lets every run end (answering checkpoints, activating
 sessions' launches), closes every Pi session (reopening one that still owes
 a deferred turn until it delivered it), syncs every session, drains the host,
@@ -23,14 +24,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...protocol.bundle import Bundle
 from ...protocol.states import TERMINAL, TERMINAL_STATUSES, QueueState, RunStatus
 from ...protocol.store import QueueRow, Store
 from ..model.pienv import scrub_env, write_agent_dir
 from ..model.scripted import ScriptedModel
-from .checker import Violation, check
+from .checker import Marks, Violation, check, resource_marks
 from .clockstep import ClockStepper
+from .ctlwork import CtlLauncher, write_controllers
 from .durable import collect, marked_processes
 from .faults import NEEDS_MOUNT, Injector, plan
 from .hosts import Hosts
@@ -114,6 +117,11 @@ class Drill:
             self.report.skipped.append(why)
             print(f"drill: skipped {why}", file=sys.stderr)
         self.names = write_workflows(self.scratch, agents=self.pi is not None)
+        write_controllers(self.scratch)
+        # Controller launches too have a random stream of their own (see rng_session).
+        self.rng_ctl = random.Random(options.seed * 1_000_003 + 24)
+        self.ctl = CtlLauncher(self.scratch)
+        self.marks: Marks = {}  # each resource's last seen observed generation, version
         self.hosts = Hosts(self.scratch)
         self.launcher = Launcher(self.scratch)
         # Before any child starts: every product process reads the stepped clock.
@@ -126,6 +134,7 @@ class Drill:
         self.good: set[str] = set()  # settled runs already checked clean
         self.seen: set[tuple[str, str | None, str]] = set()
         self.doomed = 0  # launches made to fail at activation, for their follow-ups
+        self.resources: list[dict[str, Any]] = []  # as the last check read them
 
     # -- reading --
 
@@ -157,7 +166,9 @@ class Drill:
         # Reported again at each check; the report keeps each violation once.
         durable.host_exits = [{"pid": pid, "code": code}
                               for pid, code in self.hosts.exited_by_themselves()]
-        found = check(durable, final=final, watermarks=self.watermarks)
+        found = check(durable, final=final, watermarks=self.watermarks, marks=self.marks)
+        self.marks = resource_marks(durable, self.marks)
+        self.resources = durable.resources
         if self.injector.clock is not None:  # what the clock_step fault saw
             found += self.injector.clock.violations
         bad = {v.run_id for v in found}
@@ -196,6 +207,7 @@ class Drill:
     def launch(self) -> None:
         rng, launcher = self.rng, self.launcher
         self.launch_in_session()  # first: a Pi takes a few seconds to reach its step
+        self.ctl.launch(self.rng_ctl)  # early: a fault finds its reconciles running
         busy = launcher.busy_sessions()
         if rng.random() < 0.5:  # first, so a session kill finds it running
             session = rng.choice(PTY_SESSIONS)
@@ -250,8 +262,20 @@ class Drill:
 
     # -- the end --
 
+    def resources_settled(self) -> bool:
+        """Every resource observed its generation and is Ready, none is being deleted."""
+        with Store(self.scratch.paths.store_file, lease_ms=self.scratch.lease_ms) as store:
+            for res in store.list_resources(limit=100_000):
+                ready: dict[str, Any] = next((c for c in res.status.get("conditions") or []
+                                              if c.get("type") == "Ready"), {})
+                if res.deletion_requested or ready.get("status") != "true" or \
+                        res.status.get("observed_generation") != res.generation:
+                    return False
+        return True
+
     def settle(self) -> bool:
-        """Let every run end; True once every queue row is terminal."""
+        """Let every run end and every resource settle; True once every queue row is
+        terminal and every resource is (no nudge: one that needs it is stuck)."""
         deadline = time.monotonic() + SETTLE_S
         nudged: dict[str, float] = {}
         while time.monotonic() < deadline:
@@ -275,7 +299,8 @@ class Drill:
                     self.report.refused[f"blocked:{row.error_code}"] = \
                         self.report.refused.get(f"blocked:{row.error_code}", 0) + 1
                     nudged[row.run_id] = time.monotonic() + 5
-            if all(r.state in TERMINAL for r in rows) and not self.waiting(rows):
+            if all(r.state in TERMINAL for r in rows) and not self.waiting(rows) \
+                    and self.resources_settled():
                 return True
             time.sleep(0.5)
         return False
@@ -351,6 +376,13 @@ class Drill:
                 self.report.statuses["none"] += 1
         self.report.faults = list(self.injector.injected)
         self.report.refused.update(self.launcher.refused)
+        self.report.refused.update(self.ctl.refused)
+        self.report.launches.update(self.ctl.launches)
+        self.report.resources = len(self.resources)
+        self.report.resources_ready = sum(
+            any(c.get("type") == "Ready" and c.get("status") == "true"
+                for c in (r["status"] or {}).get("conditions") or [])
+            for r in self.resources)
         self.report.hosts_started = self.hosts.started
         self.report.wall_s = time.monotonic() - begin
         return self.report

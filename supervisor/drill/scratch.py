@@ -45,6 +45,8 @@ DRILL_SETTINGS = {
     "PI_WORKFLOWS_DRAIN_GRACE_S": "3",
     "PI_WORKFLOWS_RESTART_BACKOFF_S": "0.1",
     "PI_WORKFLOWS_CRASH_LIMIT": "10",
+    # Two controller workers (of the default four): two cores run the whole drill.
+    "PI_WORKFLOWS_CONTROLLER_WORKERS": "2",
     # The drill kills processes, never the machine: fsync buys nothing here.
     "PI_WORKFLOWS_FSYNC": "never",
 }

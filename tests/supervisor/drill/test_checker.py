@@ -21,7 +21,7 @@ from pi_workflows.protocol.bundle import Bundle
 from pi_workflows.protocol.paths import Paths, project_key
 from pi_workflows.protocol.store import RunSource, Store
 from pi_workflows.protocol.wire import MARKER_ENV
-from pi_workflows.supervisor.drill.checker import KINDS, Violation, check
+from pi_workflows.supervisor.drill.checker import KINDS, Violation, check, resource_marks
 from pi_workflows.supervisor.drill.durable import Durable, RunFacts, collect, conversation
 
 from tests.helpers.processes import reap
@@ -418,6 +418,119 @@ def test_a_pi_session_file_is_read_back_as_steps_accepted_submits_and_turns(
     path = tmp_path / "s1.jsonl"
     path.write_text("".join(json.dumps(e) + "\n" for e in entries) + '{"type": "mess')
     assert conversation(path) == talk(accepted=["plan-2-bbbbbb"], follow_ups=["ti-1"])
+
+
+# ---- controller resources (issue 24) -------------------------------------------------
+
+UID = "res-0000aaaa"
+
+
+def controller_state() -> Durable:
+    """Resource r1 at generation 2, observed and Ready; one write effect per generation,
+    each with its ledger line; its last status write at version 5, which it is at."""
+    effects = [{"controller": "ledger", "key": "r1", "effectKey": f"write-{g}", "kind": "file",
+                "generation": g, "state": "applied"} for g in (1, 2)]
+    resource = {"controller": "ledger", "key": "r1", "uid": UID, "resourceVersion": 5,
+                "generation": 2, "deletionRequested": False, "finalizers": ["ledger"],
+                "status": {"observed_generation": 2, "conditions": [
+                    {"type": "Ready", "status": "true", "reason": "InSync"}]},
+                "events": [{"type": "spec_changed", "uid": UID, "data": {"generation": 2}},
+                           {"type": "settled", "uid": UID,
+                            "data": {"outcome": "settled", "resourceVersion": 5}}]}
+    return Durable(resources=[resource], ctl_effects=effects,
+                   ctl_ledger=[f"ledger r1 write-{g} {UID}" for g in (1, 2)])
+
+
+@pytest.mark.parametrize("final", [False, True])
+def test_a_good_controller_resource_checks_clean(final: bool) -> None:
+    assert check(controller_state(), final=final, marks={UID: (1, 3)}) == []
+
+
+def test_an_applied_reconcile_effect_repeated() -> None:
+    durable = controller_state()
+    durable.ctl_ledger.append(f"ledger r1 write-2 {UID}")  # applied again after a crash
+    assert "2 times" in only(check(durable, final=False), "effect_repeated").evidence
+    durable = controller_state()  # another key, the same generation, applied too
+    durable.ctl_effects.append({"controller": "ledger", "key": "r1", "effectKey": "write-x",
+                                "kind": "file", "generation": 2, "state": "applied"})
+    durable.ctl_ledger.append(f"ledger r1 write-x {UID}")
+    found = only(check(durable, final=False), "effect_repeated")
+    assert "2 applied write effect records for generation 2" in found.evidence
+    durable.ctl_effects[-1]["state"] = "indeterminate"  # recorded, never applied: fine
+    assert check(durable, final=False) == []
+
+
+def test_an_applied_reconcile_effect_without_its_ledger_line() -> None:
+    durable = controller_state()
+    durable.ctl_ledger.pop()
+    assert "write-2" in only(check(durable, final=False), "effect_missing").evidence
+
+
+def test_a_status_write_lost() -> None:
+    durable = controller_state()  # seen at observed generation 2 before, now at 1
+    found = only(check(durable, final=False, marks={UID: (3, 3)}), "status_lost")
+    assert "observed generation 3 -> 2" in found.evidence
+    durable = controller_state()  # the store accepted version 5, the resource is at 4
+    durable.resources[0]["resourceVersion"] = 4
+    assert "wrote version 5" in only(check(durable, final=False), "status_lost").evidence
+    durable = controller_state()  # a resource re-created under the key starts over
+    durable.resources[0].update(uid="res-0000bbbb", resourceVersion=1, generation=1)
+    durable.resources[0]["status"]["observed_generation"] = 1
+    durable.ctl_ledger = [f"ledger r1 write-{g} res-0000bbbb" for g in (1, 2)]
+    assert check(durable, final=False, marks={UID: (2, 5)}) == []
+    durable.resources[0]["status"]["observed_generation"] = 2  # of generation 1
+    assert "observes generation 2 of 1" in \
+        only(check(durable, final=False), "status_lost").evidence
+
+
+def test_the_marks_carry_a_resources_last_seen_status_to_the_next_check() -> None:
+    marks = resource_marks(controller_state(), {UID: (1, 7)})
+    assert marks == {UID: (2, 7)}  # the newer of each, so neither goes back unseen
+    durable = controller_state()
+    durable.resources[0]["status"]["observed_generation"] = 1
+    assert "2 -> 1" in only(check(durable, final=False, marks=marks), "status_lost").evidence
+
+
+def test_a_resource_stuck_after_settling() -> None:
+    durable = controller_state()
+    durable.resources[0]["generation"] = 3  # a new spec never observed
+    assert "generation 3, observed 2" in \
+        only(check(durable, final=True), "resource_stuck").evidence
+    assert check(durable, final=False) == []  # mid-drill it is just not reconciled yet
+    durable = controller_state()
+    durable.resources[0]["deletionRequested"] = True
+    assert "deletion requested" in only(check(durable, final=True), "resource_stuck").evidence
+    durable = controller_state()
+    durable.resources[0]["status"]["conditions"][0].update(status="false", reason="Reporting")
+    assert "Reporting" in only(check(durable, final=True), "resource_stuck").evidence
+
+
+def test_a_controller_child_run_may_fail_interrupted_and_no_other_run() -> None:
+    durable = _failed_launch()
+    durable.intents = [{"intentId": "ti-1", "sessionId": "d0", "runId": RUN,
+                        "state": "resolved"}]
+    durable.runs[RUN].row.update(errorCode="interrupted", workflow="ctlchild")  # type: ignore[union-attr]
+    assert check(durable, final=True) == []
+    durable.runs[RUN].row["workflow"] = "chain"  # type: ignore[index]
+    assert "'interrupted'" in only(check(durable, final=True), "unexpected_failure").evidence
+
+
+@pytest.mark.timeout(30)
+def test_collect_reads_resources_and_their_events_from_a_real_store(
+        tmp_path: Path) -> None:
+    paths = paths_under(tmp_path)
+    paths.state_dir.mkdir(mode=0o700)
+    with Store(paths.store_file) as store:
+        store.apply_spec("ledger", "r1", {"text": "a"})
+        store.apply_spec("ledger", "r1", {"text": "b"})  # generation 2, never reconciled
+    (tmp_path / "ctl-ledger.txt").write_text("ledger r1 write-1 res-x\nledger r1 write-1 res-x\n")
+    durable = collect(paths, [], tmp_path, tmp_path / "ledger.txt")
+    [res] = durable.resources
+    assert (res["key"], res["generation"], res["deletionRequested"]) == ("r1", 2, False)
+    assert [e["type"] for e in res["events"]] == ["applied", "spec_changed"]
+    assert durable.ctl_ledger == ["ledger r1 write-1 res-x"] * 2
+    found = check(durable, final=True)
+    assert sorted(v.kind for v in found) == ["effect_repeated", "resource_stuck"], found
 
 
 def test_every_kind_has_a_test_above() -> None:
