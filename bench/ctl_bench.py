@@ -420,10 +420,12 @@ def main(argv: list[str]) -> int:
     rec: list[dict[str, Any]] = []
     try:
         for n in range(args.repeat):
+            round_dir = base / f"round{n}"  # the host bench's project names are fixed
+            round_dir.mkdir()
             if "throughput" in only:
                 backlog = reconcile_throughput(base, home, f"{n}", resources, args.workers,
                                                args.timeout, backlog=True)
-                host = throughput(base, home, "node", 4, host_runs, 10, args.timeout)
+                host = throughput(round_dir, home, "node", 4, host_runs, 10, args.timeout)
                 live = reconcile_throughput(base, home, f"{n}", resources, args.workers,
                                             args.timeout, backlog=False)
                 tp.append((backlog, live, host))
