@@ -30,7 +30,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "piext": ("bench.piext_bench",
               "the Pi extension in a real Pi: end of turn -> first node, footer lag, CLI calls"),
     "controllers": ("bench.ctl_bench",
-                    "reconciles/s vs host nodes/s, apply -> reconcile p50/p99, kill -9 -> all back"),
+                    "reconciles/s vs host nodes/s, apply -> reconcile p50/p99,"
+                    " kill -9 -> all back"),
     "cli": ("bench.cli_bench",
             "CLI start-up: status/list/sync --json, run --detach, --help vs python -c pass"),
 }

@@ -383,8 +383,9 @@ def print_recovery(rounds: list[dict[str, Any]]) -> None:
               f" {r.get('spawn_to_first_start_s', float('nan')):.2f} s),"
               f" ready -> all settled {all_s if all_s is not None else float('nan'):.2f} s;"
               f" {_goal(all_s is not None and all_s <= GOAL_RECOVERY_S)};"
-              f" the dead workers' keys returned (runner_dead) {r.get('released', 0)},"
-              f" the last {r.get('released_vs_ready_s', float('nan')):+.2f} s from ready")
+              f" the dead workers' keys returned (runner_dead) {r.get('released', 0)}"
+              + ("" if r.get("released_vs_ready_s") is None else
+                 f", the last {r['released_vs_ready_s']:+.2f} s from ready"))
 
 
 def main(argv: list[str]) -> int:

@@ -32,9 +32,11 @@ def test_quick_prints_every_figure_and_cleans_up(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert " ! " not in out and "no samples" not in out and "nan" not in out, out
-    for line in ("reconciles/s vs nodes/s", "host run throughput:",
+    for line in ("applied before the host starts (capacity)",
+                 "applied one by one into the idle host", "reconciles/s (capacity)",
+                 "host run throughput:",
                  "applied event -> reconcile_started  p50", "CLI start -> reconcile_started",
-                 "goal p50/p99 <= 50 ms", "mid-reconcile at the kill:",
+                 "goal p50/p99 <= 50 ms", "mid-reconcile at the kill (host and",
                  "ready -> all settled", "leftover processes killed at the end: 0"):
         assert line in out, (line, out)
     assert list(tmp_path.iterdir()) == []  # its temporary directory is removed
