@@ -208,8 +208,10 @@ def _booted(cfg: WorkerConfig, slot: int) -> None:
     """Tell the host this worker got past loading the controller files (its pid)."""
     path = controller_booted_file(cfg.paths.state_dir, slot)
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(str(os.getpid()))
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # product files: 0600
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
 
 
 def serve_controllers(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -154,9 +155,11 @@ class ControllerWorkers:
                 "at": now_ms()}
         with contextlib.suppress(OSError):
             path = controllers_halted_file(self.state_dir)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(note, sort_keys=True))
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(note, sort_keys=True))
             tmp.replace(path)
 
     def _resume(self) -> None:
