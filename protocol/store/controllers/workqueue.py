@@ -286,14 +286,15 @@ class CtlQueueOps(ResourceOps):
                           " WHERE state = ? AND runner_id = ?", (ACTIVE, gone.runner_id))
             for r in rows:
                 self._abandon(tx, r["claim_token"], now, rand, "runner_dead",
-                              f"its runner {gone.runner_id} died")
+                              f"its runner {gone.runner_id} died", first_at_once=True)
             return len(rows)
 
     def _abandon(self, tx: Tx, token: str, now: int, rand: Rand | None, reason: str,
-                 why: str) -> None:
+                 why: str, *, first_at_once: bool = False) -> None:
         """The reconcile under ``token`` will never finish: count it as an error attempt.
 
-        Its row is queued again after ``backoff_ms(attempts + 1)`` with the
+        Its row is queued again after ``backoff_ms(attempts + 1)`` (at once,
+        with ``first_at_once``, when this is its first attempt) with the
         reason kept as its last error, exactly as if it had raised: a
         reconcile that kills its worker (``os._exit``, a crash, a hang past
         its lease) backs off like one that fails. Event ``error`` (data
@@ -304,11 +305,14 @@ class CtlQueueOps(ResourceOps):
         if row is None:
             raise TransitionRefused("a reconcile claim changed while it was abandoned")
         attempts = row["attempts"] + 1
-        if rand is None:
-            import random  # not on the read path
+        if first_at_once and attempts == 1:
+            due = now
+        else:
+            if rand is None:
+                import random  # not on the read path
 
-            rand = random.random
-        due = now + backoff_ms(attempts, rand)
+                rand = random.random
+            due = now + backoff_ms(attempts, rand)
         message = safe_error_message(f"the reconcile was abandoned: {why}")
         if tx.execute(
                 "UPDATE controller_queue SET state = ?, due_at = ?, dirty = 0, attempts = ?,"

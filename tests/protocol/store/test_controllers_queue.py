@@ -153,13 +153,29 @@ def test_a_dead_runners_reconciles_return_at_once_on_proof(make_store: Callable[
     assert store.release_reconciles(Gone("host-dead", 4242, 1.5), rand=lambda: 0.0) == 2
     assert {(e.key, e.state, e.attempts) for e in store.reconcile_queue()} == {
         ("a", "queued", 1), ("b", "queued", 1)}
-    assert _claim(store, "host-new") is None  # an error attempt: its backoff first
-    clock.advance(backoff_ms(1, lambda: 0.0))
+    # Its host died, not the reconcile: the first such attempt is due at once.
     fresh = _claim(store, "host-new")
     assert fresh is not None and fresh.attempts == 1
     assert store.resource_events("files", fresh.key)[-2].data["reason"] == "runner_dead"
     with pytest.raises(ClaimLost):
         store.finish_reconcile(one.token, settled())
+
+
+def test_a_failing_key_whose_runner_died_still_backs_off(make_store: Callable[..., Store],
+                                                          clock: FakeClock[int]) -> None:
+    store = make_store()
+    store.apply_spec("files", "a", {})
+    first = _claim(store, "host-old")
+    assert first is not None
+    store.finish_reconcile(first.token, error("boom"))
+    clock.advance(backoff_ms(1, lambda: 1.0))
+    again = _claim(store, "host-dead")
+    assert again is not None and again.attempts == 1
+    assert store.release_reconciles(Gone("host-dead"), rand=lambda: 0.0) == 1
+    assert _claim(store, "host-new") is None  # already failing: a dead host adds a backoff
+    clock.advance(backoff_ms(2, lambda: 0.0))
+    fresh = _claim(store, "host-new")
+    assert fresh is not None and fresh.attempts == 2
 
 
 @pytest.mark.parametrize(("attempts", "expected_ms"), [
