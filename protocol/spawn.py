@@ -20,6 +20,7 @@ from typing import IO, Any
 # The rest of the package uses these names from here, never ``subprocess``
 # itself (an import contract holds every spawn to this module).
 _PR_SET_PDEATHSIG = 1
+_SIG_IGN = 1  # the C library's SIG_IGN, as a handler pointer
 PIPE = subprocess.PIPE
 DEVNULL = subprocess.DEVNULL
 Popen = subprocess.Popen
@@ -39,6 +40,7 @@ def spawn(
     pdeathsig: int | None = None,
     umask: int = -1,
     new_session: bool = True,
+    ignore_signals: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` as the leader of a new session and process group.
 
@@ -50,6 +52,11 @@ def spawn(
 
     ``pdeathsig``: Linux sends the child this signal when the spawning
     *thread* exits, so a caller that wants it spawns from a long-lived thread.
+
+    ``ignore_signals``: set to ``SIG_IGN`` in the child before it execs (an
+    ignored disposition survives ``exec``), so a signal its parent sends
+    before the child installed its own handler is dropped instead of
+    ending it with the default action.
     """
     full_env = dict(os.environ)
     if env:
@@ -59,16 +66,25 @@ def spawn(
     for name in drop_env:
         full_env.pop(name, None)
     preexec = None
-    if pdeathsig is not None and sys.platform.startswith("linux"):
-        sig = int(pdeathsig)
+    deathsig = int(pdeathsig) if pdeathsig is not None and sys.platform.startswith("linux") \
+        else None
+    ignored = tuple(int(s) for s in ignore_signals)
+    if deathsig is not None or ignored:
+        libc = ctypes.CDLL(None, use_errno=True)  # looked up before the fork, not in it
+        set_disposition = libc.signal
+        set_disposition.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        set_disposition.restype = ctypes.c_void_p
 
         def preexec() -> None:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
+            if deathsig is not None:
+                libc.prctl(_PR_SET_PDEATHSIG, deathsig, 0, 0, 0)
+            for sig in ignored:
+                set_disposition(sig, _SIG_IGN)
 
     return subprocess.Popen(
         list(argv), cwd=cwd, env=full_env, stdin=stdin, stdout=stdout, stderr=stderr,
         start_new_session=new_session, close_fds=True, pass_fds=tuple(pass_fds),
-        # preexec_fn is unsafe with threads in general; a lone prctl call is not.
+        # preexec_fn is unsafe with threads in general; lone prctl/signal calls are not.
         preexec_fn=preexec, umask=umask,
     )
 

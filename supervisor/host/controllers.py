@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 SCAN_EVERY_S = 2.0
 MAX_BACKOFF_S = 30.0
 STOP_GRACE_S = 5.0
-NUDGE_AFTER_S = 10.0  # a worker this old has booted: it handles the nudge signal
 
 Spawn = Callable[[int], Proc]
 
@@ -205,12 +204,10 @@ class ControllerWorkers:
         except PiWorkflowsError:
             return
         if self._ctl_seq is not None and seq != self._ctl_seq:
-            now = self.monotonic()
             for slot in self.slots:
-                # Not one still booting: until its handler is installed the signal
-                # would end it (and a new worker claims at once anyway).
-                if slot.proc is not None and slot.stopping_since is None \
-                        and now - slot.started >= NUDGE_AFTER_S:
+                # Also one still booting: it was started with the signal ignored
+                # (``procs.ctlworkers``), and claims at once when it is up anyway.
+                if slot.proc is not None and slot.stopping_since is None:
                     slot.proc.send(NUDGE_SIGNAL)
         self._ctl_seq = seq
 

@@ -105,12 +105,14 @@ class Report:
     finished: list[str] = field(default_factory=list)  # an interrupted gc's leftovers
     chains: int = 0
     temp_dirs: int = 0  # dead workers' pwb-* / pi-workflows-pi-* directories removed
+    controller_events: int = 0  # events of deleted controller resources, past the cutoff
 
     def as_json(self) -> dict[str, Any]:
         return {"dryRun": self.dry_run, "olderThan": self.older_than, "cutoff": self.cutoff,
                 "now": self.now, "removed": [r.as_json() for r in self.removed],
                 "kept": [k.as_json() for k in self.kept], "finished": self.finished,
                 "tempDirsRemoved": self.temp_dirs,
+                "controllerEventsRemoved": self.controller_events,
                 "summary": {"runs": len(self.removed), "chains": self.chains,
                             "bytes": sum(r.bytes for r in self.removed),
                             "kept": len(self.kept)}}
@@ -276,6 +278,7 @@ def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dr
         candidates, report.kept = plan(store, paths, cutoff, now)
         report.removed = [line for c in candidates for line in c.lines]
         report.chains = len(candidates)
+        report.controller_events = store.gone_resource_events(cutoff)
         return report
     with gc_lock(runs_dir):
         report.finished = finish(store, runs_dir)
@@ -284,6 +287,7 @@ def collect_garbage(store: Store, paths: Paths, *, older_than: str, now: int, dr
                                                       pause)
         report.removed += removed
         report.kept += kept
+        report.controller_events = store.gone_resource_events(cutoff, remove=True)
     report.temp_dirs = sweep_tempdirs()  # only directories whose owner is provably dead
     return report
 

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from ...protocol.spawn import spawn
-from ...protocol.wire import controller_argv, controller_marker, worker_env
+from ...protocol.wire import NUDGE_SIGNAL, controller_argv, controller_marker, worker_env
 from .workers import Child
 
 
@@ -22,4 +22,5 @@ def spawn_controller_worker(slot: int, *, project: Path, project_key: str, runne
     argv = controller_argv(project, runner_id, os.getpid(), slot, workflows_dir=dirs[0],
                            global_dir=dirs[1])
     env = worker_env(controller_marker(project_key, runner_id, slot), config_json=config_json)
-    return Child(spawn(argv, cwd=project, env=env))
+    # Ignored until the worker installs its handler: the host's nudge may come first.
+    return Child(spawn(argv, cwd=project, env=env, ignore_signals=(NUDGE_SIGNAL,)))

@@ -84,6 +84,26 @@ class CtlEventOps(CtlBase):
                           " ORDER BY seq LIMIT ?", (*params, max(0, min(int(limit), MAX_READ))))
         return [CtlEvent.from_row(r) for r in rows]
 
+    def gone_resource_events(self, before_ms: int, *, remove: bool = False) -> int:
+        """Events of resources that no longer exist, whose newest is older than ``before_ms``.
+
+        A deleted resource's events outlive its row (``controller events`` and
+        ``get`` still explain the deletion); ``gc`` removes them once the
+        newest is past its cutoff. A key applied again has a row, so its
+        history stays (bounded per key). Counts them; deletes them too with
+        ``remove``.
+        """
+        gone = ("SELECT e.controller, e.key FROM controller_events AS e"
+                " LEFT JOIN controller_resources AS r"
+                " ON r.controller = e.controller AND r.key = e.key"
+                " WHERE r.key IS NULL GROUP BY e.controller, e.key HAVING max(e.at) < ?")
+        with self._db.transaction(write=remove) as tx:
+            if not remove:
+                return int(tx.scalar(f"SELECT count(*) FROM controller_events WHERE"
+                                     f" (controller, key) IN ({gone})", (int(before_ms),)) or 0)
+            return tx.execute(f"DELETE FROM controller_events WHERE (controller, key) IN"
+                              f" ({gone})", (int(before_ms),))
+
     def last_controller_seq(self) -> int:
         """The newest event's ``seq`` (0: none): where ``events --follow`` starts."""
         with self._db.transaction(write=False) as tx:

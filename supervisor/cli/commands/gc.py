@@ -81,6 +81,9 @@ def gc_command(
                    f"  settled {duration(line.age_ms)} ago")
     if report.temp_dirs:
         typer.echo(f"removed {report.temp_dirs} temporary directory(ies) of dead workers")
+    if report.controller_events:
+        typer.echo(f"{verb} {report.controller_events} event(s) of deleted controller"
+                   " resources")
     typer.echo(_summary(report))
 
 

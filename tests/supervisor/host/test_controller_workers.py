@@ -101,19 +101,41 @@ def test_a_changed_file_restarts_the_workers(env):
     assert len(env.spawned) == 4
 
 
-def test_a_write_nudges_the_booted_workers_only(env, tmp_path):
+def test_a_write_nudges_every_worker_also_one_just_started(env, tmp_path):
     from pi_workflows.protocol.wire import NUDGE_SIGNAL
 
     (env.local / "a.controller.py").write_text("")
     env.workers.step(False)
-    env.workers.store.apply_spec("a", "k", {})
-    env.workers.step(False)  # just started: not nudged
+    env.workers.step(False)  # nothing new: no nudge
     assert all(NUDGE_SIGNAL not in p.signals for _, p in env.spawned)
-    env.clock.now += 11
-    env.workers.step(False)  # nothing new
-    env.workers.store.apply_spec("a", "k", {"new": 1})
-    env.workers.step(False)
-    assert all(NUDGE_SIGNAL in p.signals for _, p in env.spawned)
+    env.workers.store.apply_spec("a", "k", {})
+    env.workers.step(False)  # just started, nudged all the same (it ignores it while booting)
+    assert env.spawned and all(NUDGE_SIGNAL in p.signals for _, p in env.spawned)
+
+
+def test_a_controller_worker_starts_with_the_nudge_ignored(tmp_path):
+    """Started by the real spawn: a nudge that comes before the worker's handler
+    is dropped (SIG_IGN survives exec), not the end of the worker."""
+    import signal
+    import sys
+
+    from pi_workflows.protocol.spawn import PIPE, spawn
+    from pi_workflows.protocol.wire import NUDGE_SIGNAL
+
+    code = (f"import signal, sys; print(signal.getsignal({int(NUDGE_SIGNAL)}) =="
+            " signal.SIG_IGN, flush=True); sys.stdin.read()")
+    for ignore, survives in (((NUDGE_SIGNAL,), True), ((), False)):
+        proc = spawn([sys.executable, "-c", code], stdin=PIPE, stdout=PIPE,
+                     ignore_signals=ignore)
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline().decode().strip()
+        proc.send_signal(NUDGE_SIGNAL)
+        proc.stdin.close()
+        code_ = proc.wait(timeout=30)
+        assert line == str(survives)
+        assert (code_ == 0) is survives, code_
+        if not survives:
+            assert code_ == -signal.SIGUSR1
 
 
 def test_workers_dying_at_load_stop_restarting_until_a_file_changes(env, tmp_path):
@@ -154,3 +176,22 @@ def test_workers_dying_at_load_stop_restarting_until_a_file_changes(env, tmp_pat
     env.workers.step(False)
     assert not controllers_halted_file(state).exists()
     assert len(env.spawned) == count + 2
+
+
+def test_the_host_starts_controller_workers_with_the_nudge_ignored(monkeypatch, tmp_path):
+    from pi_workflows.protocol.wire import NUDGE_SIGNAL
+    from pi_workflows.supervisor.procs import ctlworkers
+
+    seen: dict[str, object] = {}
+
+    def fake_spawn(argv, **kwargs):
+        seen.update(kwargs)
+        raise OSError("not started here")
+
+    monkeypatch.setattr(ctlworkers, "spawn", fake_spawn)
+    import pytest
+
+    with pytest.raises(OSError):
+        ctlworkers.spawn_controller_worker(0, project=tmp_path, project_key="p-1",
+                                           runner_id="host-1", dirs=(tmp_path, tmp_path))
+    assert NUDGE_SIGNAL in seen["ignore_signals"]  # type: ignore[operator]

@@ -221,3 +221,29 @@ def test_a_wait_closed_by_cancel_goes_and_reads_cancelled(
     report = _gc(store, paths, clock)
     assert [(r.run_id, r.state) for r in report.removed] == [("closed", "cancelled")]
     assert store.get("closed") is None and not (paths.runs_dir / "closed").exists()
+
+
+def test_a_deleted_resources_events_go_once_past_the_cutoff_and_a_live_ones_stay(
+        store: Store, clock: FakeClock[int], tmp_path: Path) -> None:
+    paths = _paths(tmp_path, store)
+    for key in ("gone", "live", "again"):
+        store.apply_spec("files", key, {})
+    store.request_delete("files", "gone")  # no finalizer: the row goes at once
+    store.request_delete("files", "again")
+    store.apply_spec("files", "again", {"n": 2})  # applied again: its history is its own
+    clock.advance(DAY)
+    store.apply_spec("files", "recent", {})
+    store.request_delete("files", "recent")  # deleted, but its events are newer than the cutoff
+    clock.now -= DAY  # _gc looks 2 days past the clock: cutoff = clock + 1 day
+    rows = all_rows(store.path)
+    gone_events = len(store.resource_events("files", "gone"))
+    assert gone_events >= 2
+    assert _gc(store, paths, clock, dry_run=True).controller_events == gone_events
+    assert all_rows(store.path) == rows  # a dry run counts only
+    report = _gc(store, paths, clock)
+    assert report.controller_events == gone_events
+    assert report.as_json()["controllerEventsRemoved"] == gone_events
+    assert store.resource_events("files", "gone") == []
+    for key in ("live", "again", "recent"):
+        assert store.resource_events("files", key), key
+    assert _gc(store, paths, clock).controller_events == 0
