@@ -32,9 +32,10 @@ def resource_line(row: Any) -> str:
     cond = ready(row.status)
     deleting = " deleting" if row.deletion_requested else ""
     reason = f"  {cond.get('reason')}" if cond.get("reason") else ""
+    observed = row.status.get("observed_generation")
     return (f"{row.controller}/{row.key}  Ready={cond.get('status')}{reason}"
             f"  generation {row.generation} (observed"
-            f" {row.status.get('observed_generation', 0)}){deleting}")
+            f" {'-' if observed is None else observed}){deleting}")
 
 
 def iso(ms: int) -> str:
@@ -45,6 +46,13 @@ def event_line(event: Any) -> str:
     data = event.data if isinstance(event.data, dict) else {"value": event.data}
     message = data.get("message") or json.dumps(data, sort_keys=True)
     return f"{iso(event.at)}  {event.type:<10}  {message}"
+
+
+def child_state(child: Any) -> str:
+    """What a person asks of an attempt: its run's state (the record's own
+    ``reserved``/``queued`` only says the run was handed to the queue)."""
+    run = child.run_state or "not queued yet"
+    return f"interrupted (run {run})" if child.state == "interrupted" else f"run {run}"
 
 
 def get_page(row: Any, effects: list[Any], children: list[Any], events: list[Any]) -> list[str]:
@@ -60,7 +68,8 @@ def get_page(row: Any, effects: list[Any], children: list[Any], events: list[Any
     lines += [f"  {e.effect_key}  {e.kind}  {e.state}  generation {e.generation}"
               for e in effects]
     lines.append(f"child runs ({len(children)}):")
-    lines += [f"  {c.run_id}  {c.request_key} attempt {c.attempt}  {c.state}" for c in children]
+    lines += [f"  {c.run_id}  {c.request_key} attempt {c.attempt}  {child_state(c)}"
+              for c in children]
     lines.append(f"events (last {len(events)}):")
     lines += ["  " + event_line(e) for e in events]
     return lines

@@ -38,7 +38,8 @@ def validate_controller_name(name: object) -> str:
 
 
 def validate_resource_key(key: object, what: str = "resource key") -> str:
-    """A non-empty printable string of at most 253 characters."""
+    """A non-empty printable string of at most 253 characters, without whitespace
+    (a key is typed as one word: in a shell, and in Pi's ``/controller``)."""
     if not isinstance(key, str) or not key:
         raise LimitError(f"{what} must be a non-empty string", code="invalid_resource_key")
     if len(key) > MAX_RESOURCE_KEY_CHARS:
@@ -46,6 +47,9 @@ def validate_resource_key(key: object, what: str = "resource key") -> str:
                          code="invalid_resource_key")
     if not key.isprintable():
         raise LimitError(f"{what} contains non-printable characters",
+                         code="invalid_resource_key")
+    if any(c.isspace() for c in key):
+        raise LimitError(f"{what} contains whitespace: use one word (notes-2, docs/readme)",
                          code="invalid_resource_key")
     return key
 

@@ -86,6 +86,16 @@ def _controller_file(settings: SettingsLike, project: Path, name: str) -> Path:
 
 
 def _spec(spec_json: str | None, spec_file: str | None) -> Any:
+    spec = _read_spec(spec_json, spec_file)
+    if not isinstance(spec, dict):
+        where = "--spec-json" if spec_json is not None else f"--spec-file {spec_file}"
+        raise UsageError(f"{where} must be a JSON object ({{...}}), not"
+                         f" {type(spec).__name__ if spec is not None else 'null'}",
+                         code="spec_invalid")
+    return spec
+
+
+def _read_spec(spec_json: str | None, spec_file: str | None) -> Any:
     if (spec_json is None) == (spec_file is None):
         raise UsageError("give the spec with exactly one of --spec-json or --spec-file",
                          code="spec_missing")
@@ -245,7 +255,8 @@ def events(
 ) -> None:
     """Print a resource's last 50 events; --follow keeps printing new ones (Ctrl-C: exit 0).
 
-    With --json, one JSON object per line.
+    With --json, one JSON object per line. A deleted resource's events are
+    shown until `gc` removes them.
 
     Example: pi-workflows controller events filesync notes --follow
     """
@@ -257,9 +268,11 @@ def events(
                    else view.event_line(event))
 
     with _store(settings, paths) as store:
-        _resource(store, name, key)
+        last = store.resource_events(name, key, limit=50)
+        if not last:  # a deleted resource's events stay until gc: shown while they do
+            _resource(store, name, key)
         seq = 0
-        for event in store.resource_events(name, key, limit=50):
+        for event in last:
             show(event)
             seq = event.seq
         try:

@@ -66,6 +66,12 @@ def test_apply_get_list_reconcile_delete(proj):
     gone = json.loads(proj("controller", "delete", "demo", "k1", "--json").stdout)
     assert gone["deleted"] is True  # no finalizer yet: no controller reconciled it
     assert proj("controller", "get", "demo", "k1").returncode == 2
+    # Its events outlive it (until gc): the deletion is explained, not "no resource".
+    after = proj("controller", "events", "demo", "k1")
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.splitlines()[-1].split()[1] == "deleted"
+    never = proj("controller", "events", "demo", "k2")
+    assert never.returncode == 2 and "no resource k2" in never.stderr
 
 
 def test_apply_from_a_spec_file(proj, tmp_path):
@@ -78,6 +84,11 @@ def test_apply_from_a_spec_file(proj, tmp_path):
 @pytest.mark.parametrize(("args", "words"), [
     (("controller", "apply", "nope", "k", "--spec-json", "{}"), "no controller named 'nope'"),
     (("controller", "apply", "demo", "k", "--spec-json", "{"), "--spec-json is not valid JSON"),
+    (("controller", "apply", "demo", "k", "--spec-json", "[1]"),
+     "--spec-json must be a JSON object ({...}), not list"),
+    (("controller", "apply", "demo", "k", "--spec-json", "null"),
+     "--spec-json must be a JSON object ({...}), not null"),
+    (("controller", "apply", "demo", "Bad Key", "--spec-json", "{}"), "contains whitespace"),
     (("controller", "apply", "demo", "k"), "exactly one of --spec-json or --spec-file"),
     (("controller", "apply", "demo", "k", "--spec-json", "{}", "--spec-file", "x"),
      "exactly one of"),
@@ -103,7 +114,12 @@ def test_a_broken_controller_file_is_listed_and_refuses_apply(proj):
 
 
 def test_initial_status_that_raises_refuses_apply(proj):
-    out = proj("controller", "apply", "demo", "k", "--spec-json", "[1]")
+    (proj.root / ".pi" / "workflows" / "strict.controller.py").write_text(
+        "from pi_workflows import define_controller\n"
+        "def initial(spec):\n    raise ValueError('no n')\n"
+        "controller = define_controller(name='strict', initial_status=initial,"
+        " reconcile=lambda ctx, r: ctx.settled())\n")
+    out = proj("controller", "apply", "strict", "k", "--spec-json", "{}")
     assert out.returncode == 2 and "initial_status(spec) failed" in out.stderr
 
 
