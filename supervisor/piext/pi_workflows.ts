@@ -9,7 +9,8 @@
  * boundaries, exactly-once delivery of deferred follow-up turns, a catch-up
  * message when the session opens (and the resumption of the session's parked
  * run when no host runs), and a footer status and per-node widget that follow
- * the session's unfinished run from the store. It talks to the runner through the
+ * the session's unfinished run from the store, and the `/controller` command with the
+ * footer's count of controller resources not ready (controllers.ts). It talks to the runner through the
  * `pi-workflows` CLI with `--json` (clicall.ts), never through a shell, and to
  * its own runner's worker over the conversation socket, with Pi's session id as `--session` and the
  * session's working directory as `--project`. The Python side owns every
@@ -25,6 +26,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { Type } from "typebox";
 import { binary, cli, parse, reason } from "./clicall.ts";
+import { CONTROLLERS_KEY, controllerCommand, notReadyText } from "./controllers.ts";
 import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversation.ts";
 import {
 	aborted,
@@ -305,7 +307,8 @@ export default function (pi: ExtensionAPI) {
 		const asked = epoch;
 		const seen = storeStamp();
 		const result = await cli(session(["status", "--nodes"]), cwd);
-		const run = (parse<{ run: RunInfo | null }>(result) ?? { run: null }).run;
+		const out = parse<{ run: RunInfo | null; controllersNotReady?: number }>(result) ?? { run: null };
+		const run = out.run;
 		if (closed) return;
 		if (asked !== epoch) {
 			pollAgain = true; // read before an answer or a resume: poll again
@@ -313,6 +316,8 @@ export default function (pi: ExtensionAPI) {
 		}
 		storeSeen = seen;
 		show(ctx, run);
+		// The same answer counts the controller resources not ready: no process of its own.
+		ctx.ui.setStatus(CONTROLLERS_KEY, notReadyText(out.controllersNotReady));
 		if (activation || (run && UNFINISHED.has(run.queueState))) {
 			if (run) following = run.runId;
 			pollTimer = setTimeout(() => {
@@ -717,6 +722,18 @@ export default function (pi: ExtensionAPI) {
 			} catch (err) {
 				say(err instanceof Error ? err.message : String(err), "error");
 			}
+		},
+	});
+
+	const controllers = controllerCommand({ cwd: () => cwd, changed: () => void poll() });
+
+	pi.registerCommand("controller", {
+		description: "List, show, apply, reconcile and delete the resources pi-workflows controllers keep",
+		getArgumentCompletions: async (prefix: string) => (cwd ? controllers.complete(prefix) : null),
+		handler: async (args, ctx) => {
+			bind(ctx);
+			const out = await controllers.run(args);
+			ctx.ui.notify(out.text, out.level);
 		},
 	});
 

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from ...protocol.clock import now_ms
-from ...protocol.errors import UsageError
+from ...protocol.errors import PiWorkflowsError, UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL, QueueState
@@ -49,7 +49,7 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
                 found["sessionRole"] = "origin" if mine.origin_session == owner else "notify"
                 if found["queueState"] == QueueState.PARKED:
                     found["hostRunning"] = host_running(store)  # as `sync` reports it
-            return {"session": owner, "run": found}
+            return {"session": owner, "run": found, "controllersNotReady": _not_ready(store)}
         # Unfinished runs, and runs that wait for an answer (done in the queue).
         rows = [r for r in store.list_runs() if r.state not in TERMINAL]
         rows += store.waiting_runs()
@@ -58,6 +58,15 @@ def status_data(settings: SettingsLike, paths: Paths, run: str | None,
         return {"runs": [with_agent_dir(store, paths, run_status(r, paths.runs_dir,
                                                                   forks.get(r.run_id)))
                          for r in rows]}
+
+
+def _not_ready(store: Store) -> int:
+    """The Pi footer's count of controller resources not Ready: one COUNT, 0 when
+    the store cannot tell (an older store read without its controller tables)."""
+    try:
+        return store.count_not_ready()
+    except PiWorkflowsError:
+        return 0
 
 
 def with_agent_dir(store: Store, paths: Paths, info: dict[str, Any]) -> dict[str, Any]:

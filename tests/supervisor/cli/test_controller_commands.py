@@ -127,3 +127,22 @@ def test_store_is_real(proj):
     proj("controller", "apply", "demo", "k", "--spec-json", "{}")
     with Store(_store_file(proj)) as store:
         assert store.get_resource("demo", "k") is not None
+
+
+def test_a_sessions_status_counts_the_resources_not_ready_for_the_pi_footer(proj):
+    def count() -> int:
+        out = proj("status", "--session", "pi-1", "--nodes", "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["controllersNotReady"]
+
+    proj("controller", "apply", "demo", "a", "--spec-json", "{}")
+    proj("controller", "apply", "demo", "b", "--spec-json", "{}")
+    assert count() == 2
+    with Store(_store_file(proj)) as store:
+        res = store.get_resource("demo", "a")
+        assert res is not None
+        store.write_status("demo", "a", res.resource_version, {"conditions": [
+            {"type": "Ready", "status": "true", "reason": "Done", "message": ""}]})
+    assert count() == 1
+    proj("controller", "delete", "demo", "b")
+    assert count() == 0
