@@ -94,13 +94,19 @@ def test_controller_command_and_the_footers_not_ready_count(project: Project,
         got = _command(pi, "/controller get gate k1", "spec:")
         assert 'spec: {"n": 1, "note": "two  spaces"}' in got
         assert "queued" in _command(pi, "/controller reconcile gate k1", "gate/k1")
+        # A spec past 100 KB goes through a private file (--spec-file), not the argv.
+        blob = "x" * 120_000
+        assert _command(pi, f'/controller apply gate big {{"blob": "{blob}"}}',
+                        "gate/big") == "gate/big: created (generation 1)"
+        assert _resources(project)["big"]["spec"] == {"blob": blob}
 
         # A host settles it Ready: the count goes, the footer is cleared.
         project.start_host()
         wait_for(lambda: _resources(project)["k1"]["ready"]["status"] == "true", STEP_S,
                  what="k1 Ready")
         marked = len(_footer(pi))
-        assert _command(pi, "/controller list gate", "Ready=true").startswith("gate/k1")
+        listed = _command(pi, "/controller list gate", "Ready=true").splitlines()
+        assert any(line.startswith("gate/k1  Ready=true") for line in listed), listed
         wait_for(lambda: None in _footer(pi)[marked - 1:] and _footer(pi)[-1] is None, STEP_S,
                  what="the footer's count cleared", diag=pi.diagnose)
 

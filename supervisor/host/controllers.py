@@ -57,7 +57,6 @@ class Slot:
     due: float = 0.0
     crashes: int = 0
     stopping_since: float | None = None
-    started: float = 0.0
     proc_pid: int = 0
 
 
@@ -103,7 +102,7 @@ class ControllerWorkers:
         for index, slot in enumerate(self.slots):
             if slot.proc is None and slot.due <= now:
                 try:
-                    slot.proc, slot.started = self.spawn(index), now
+                    slot.proc = self.spawn(index)
                 except OSError as exc:
                     slot.due = now + self.backoff_s
                     logger.warning("could not start controller worker {}: {}", index, exc)

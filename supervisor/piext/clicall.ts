@@ -1,11 +1,17 @@
 /**
  * How the extension runs the `pi-workflows` command line: one call, no shell,
- * never rejecting, and the reading of its one-line errors and JSON answers.
+ * never rejecting, JSON handed over as an argument or (when large) a private
+ * file, and the reading of its one-line errors and JSON answers.
  * PI_WORKFLOWS_BIN names the binary, else `pi-workflows` on PATH. Imports
  * nothing of the extension.
  */
 
 import { execFile } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+
+const MAX_ARG_BYTES = 100_000; // larger JSON goes through a private file
 
 export interface CliResult {
 	code: number;
@@ -55,4 +61,14 @@ export function parse<T>(result: CliResult): T | undefined {
 	} catch {
 		return undefined;
 	}
+}
+
+/** JSON text for a command: `[inline, text]`, or past 100 KB `[fileFlag, FILE]` with FILE a
+ * private 0600 file in a 0700 directory that `cleanup` removes once the call is done. */
+export function jsonArgs(text: string, inline: string, fileFlag: string): { args: string[]; cleanup: () => void } {
+	if (Buffer.byteLength(text) <= MAX_ARG_BYTES) return { args: [inline, text], cleanup: () => undefined };
+	const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-workflows-"));
+	const file = path.join(dir, "input.json");
+	fs.writeFileSync(file, text, { mode: 0o600 });
+	return { args: [fileFlag, file], cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

@@ -8,15 +8,11 @@
  * directory and its poll.
  */
 
-import * as fs from "node:fs";
-import * as os from "node:os";
-import * as path from "node:path";
-import { type CliResult, cli, parse, reason } from "./clicall.ts";
+import { type CliResult, cli, jsonArgs, parse, reason } from "./clicall.ts";
 
 export const CONTROLLER_VERBS = ["list", "get", "apply", "reconcile", "delete"];
 export const CONTROLLER_USAGE = "/controller [list [CONTROLLER] | get NAME KEY | apply NAME KEY JSON | reconcile NAME KEY | delete NAME KEY]";
 export const CONTROLLERS_KEY = "pi-workflows-controllers";
-const MAX_ARG_BYTES = 100_000; // a larger spec goes through a private file
 const NAMES_TTL_MS = 30_000;
 
 /** The footer's text for N resources not ready; undefined (cleared) for none. */
@@ -74,14 +70,11 @@ export function controllerCommand(deps: ControllerDeps) {
 	}
 
 	async function apply(name: string, key: string, spec: string): Promise<string> {
-		if (Buffer.byteLength(spec) <= MAX_ARG_BYTES) return text(await call(["apply", name, key, "--spec-json", spec]));
-		const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-workflows-"));
-		const file = path.join(dir, "spec.json");
+		const { args, cleanup } = jsonArgs(spec, "--spec-json", "--spec-file");
 		try {
-			fs.writeFileSync(file, spec, { mode: 0o600 });
-			return text(await call(["apply", name, key, "--spec-file", file]));
+			return text(await call(["apply", name, key, ...args]));
 		} finally {
-			fs.rmSync(dir, { recursive: true, force: true });
+			cleanup();
 		}
 	}
 

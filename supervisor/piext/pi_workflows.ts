@@ -22,10 +22,9 @@ import { StringEnum } from "@mariozechner/pi-ai";
 import type { ExtensionAPI, ExtensionContext } from "@mariozechner/pi-coding-agent";
 import { type ChildProcess, spawn } from "node:child_process";
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import { Type } from "typebox";
-import { binary, cli, parse, reason } from "./clicall.ts";
+import { binary, cli, jsonArgs, parse, reason } from "./clicall.ts";
 import { CONTROLLERS_KEY, controllerCommand, notReadyText } from "./controllers.ts";
 import { CONVERSATION_ENV, ConversationServer, type Delivery } from "./conversation.ts";
 import {
@@ -52,7 +51,6 @@ const NAMES_TTL_MS = 30_000; // argument completion: workflow names cached this 
 const IDLE_RETRY_MS = 25; // agent_end fires before the loop is idle: look again shortly
 const IDLE_RETRIES = 200; // about 5 s; after that the next agent_end tries again
 const SEEN_WAIT_MS = 5000; // how long a sent follow-up may take to reach the session branch
-const MAX_ARG_BYTES = 100_000; // larger inputs go through a private file
 const ACTIVE = new Set(["queued", "starting", "running"]);
 const UNFINISHED = new Set(["queued", "starting", "running", "parked"]);
 const VERBS = ["status", "cancel", "pause", "answer", "resume", "watch", "chat"];
@@ -405,16 +403,8 @@ export default function (pi: ExtensionAPI) {
 
 	// ---- actions shared by the tool and the command ------------------------------
 
-	function inputArgs(input: string): { args: string[]; cleanup: () => void } {
-		if (Buffer.byteLength(input) <= MAX_ARG_BYTES) return { args: ["--input-json", input], cleanup: () => undefined };
-		const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pi-workflows-"));
-		const file = path.join(dir, "input.json");
-		fs.writeFileSync(file, input, { mode: 0o600 });
-		return { args: ["--input-file", file], cleanup: () => fs.rmSync(dir, { recursive: true, force: true }) };
-	}
-
 	async function start(workflow: string, input: string, byAgent = false): Promise<{ runId: string; workflow: string }> {
-		const { args, cleanup } = inputArgs(input);
+		const { args, cleanup } = jsonArgs(input, "--input-json", "--input-file");
 		try {
 			// --by-agent: the model started it, so a failure after it started gets it one turn.
 			const result = await cli(session(["start", workflow, ...args, ...(byAgent ? ["--by-agent"] : [])]), cwd);

@@ -308,11 +308,9 @@ class CtlQueueOps(ResourceOps):
         if first_at_once and attempts == 1:
             due = now
         else:
-            if rand is None:
-                import random  # not on the read path
+            import random  # not on the read path
 
-                rand = random.random
-            due = now + backoff_ms(attempts, rand)
+            due = now + backoff_ms(attempts, rand or random.random)
         message = safe_error_message(f"the reconcile was abandoned: {why}")
         if tx.execute(
                 "UPDATE controller_queue SET state = ?, due_at = ?, dirty = 0, attempts = ?,"
