@@ -111,6 +111,7 @@ def test_a_model_started_run_that_fails_after_it_started_gets_exactly_one_follow
         assert fu["details"]["runId"] == run and fu["details"]["kind"] == "run_failed"
         assert fu.get("display") is True
         drill.model.wait_for_requests(3, STEP_S)
+        wait_for(lambda: "request" in seen, STEP_S, what="the turn's reply")  # logged first
         assert any(text in t for t in seen["request"].texts("user"))
         wait_for(lambda: _intents(project) == [(run, "run_failed", "resolved")], STEP_S,
                  what="the follow-up resolved", diag=pi.diagnose)
@@ -157,6 +158,8 @@ def test_the_agents_own_cancel_gets_one_turn_and_a_persons_cancel_gets_none(
         assert text_of(fu) == (f"Workflow holds (run {run}), which you cancelled, has now"
                                " stopped: it ended cancelled and nothing of it runs any more.")
         drill.model.wait_for_requests(5, STEP_S)
+        # The request is logged before its reply function has run: wait for that too.
+        wait_for(lambda: "state" in seen, STEP_S, what="the follow-up turn's reply")
         assert seen["state"] == ["cancelled"]
         wait_for(lambda: _intents(project) == [(run, "agent_cancelled", "resolved")], STEP_S,
                  what="the follow-up resolved", diag=pi.diagnose)
@@ -232,6 +235,7 @@ def test_a_presentation_gets_exactly_one_hidden_turn_and_a_start_while_it_is_owe
         fence = text.splitlines()[-1]
         assert fence.startswith("RUN-RESULT-") and '"answer": "forty-two"' in text
         drill.model.wait_for_requests(3, STEP_S)
+        wait_for(lambda: "presented" in seen, STEP_S, what="the turn's reply")  # logged first
         assert any(text in t for t in seen["presented"])
         # Its run keeps its visible report in the conversation.
         reports = [m for m in custom(pi) if (m.get("details") or {}).get("kind") == "report"]
