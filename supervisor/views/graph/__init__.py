@@ -1,0 +1,1 @@
+"""views/graph (issue 25)."""

@@ -1,0 +1,1 @@
+"""views/stream (issue 25)."""
