@@ -1,0 +1,221 @@
+"""The terminal viewer driven by Textual's test pilot over real recorded runs.
+
+Each test runs the app on a headless screen against the real view stream
+of a project whose runs were executed for real (``recorded``), presses
+keys as a person would and reads what the screen shows: the list's rows,
+the filters, a run's graph with its node states, replay moving a node's
+shown state, ``q`` going back, and a run written while the list is shown.
+With ``PI_WORKFLOWS_DOC_SCREENSHOTS=1`` two tests save the screenshots of
+``docs/view.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pi_workflows.supervisor.tui.app import ListScreen, RunScreen, ViewerApp
+from pi_workflows.supervisor.views.stream import ListQuery
+from textual.pilot import Pilot
+from textual.widgets import DataTable
+from textual.widgets._footer import FooterKey
+
+from .conftest import SHIP, Recorded
+
+pytestmark = pytest.mark.timeout(90)
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "images"
+SIZE = (140, 40)
+
+
+async def until(pilot: Pilot[Any], cond: Callable[[], bool], what: str,
+                timeout: float = 15.0) -> None:
+    """Let the app run until ``cond()`` holds (its follow threads post messages meanwhile)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+
+
+def drive(app: ViewerApp, body: Callable[[Pilot[Any]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with app.run_test(size=SIZE) as pilot:
+            await body(pilot)
+
+    asyncio.run(main())
+
+
+def list_ids(app: ViewerApp) -> list[str]:
+    screen = app.screen
+    assert isinstance(screen, ListScreen)
+    table = screen.query_one("#runs", DataTable)
+    return [str(table.get_row_at(i)[0]).strip(" └") for i in range(table.row_count)]
+
+
+def list_cells(app: ViewerApp, run_id: str) -> list[str]:
+    table = app.screen.query_one("#runs", DataTable)
+    return [str(c) for c in table.get_row(run_id)]
+
+
+def run_screen(app: ViewerApp) -> RunScreen:
+    screen = app.screen
+    assert isinstance(screen, RunScreen), screen
+    return screen
+
+
+def node_line(screen: RunScreen, node: str) -> str:
+    """The graph's line (or lines) naming ``node``; empty before the graph is drawn."""
+    return "\n".join(ln for ln in screen.shown_graph().splitlines() if f" {node} " in ln)
+
+
+def test_the_list_shows_every_run_with_its_state(recorded: Recorded) -> None:
+    app = ViewerApp(recorded.stream(), ListQuery())
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(list_ids(app)) == 3, "three runs")
+        assert set(list_ids(app)) == {recorded.shipped, recorded.waiting, recorded.broken}
+        assert list_cells(app, recorded.shipped)[1:3] == ["ship", "completed"]
+        assert list_cells(app, recorded.waiting)[2].startswith("waiting")
+        assert list_cells(app, recorded.broken)[2] == "failed"
+        def footer_keys() -> set[str]:
+            return {str(key.key_display) for key in app.screen.query(FooterKey)}
+
+        await until(pilot, lambda: {"q", "s", "w", "/"} <= footer_keys(), "the keys shown")
+        if os.environ.get("PI_WORKFLOWS_DOC_SCREENSHOTS") == "1":
+            DOCS.mkdir(parents=True, exist_ok=True)
+            app.save_screenshot("view-list.svg", str(DOCS))
+
+    drive(app, body)
+
+
+def test_filters_by_state_workflow_and_text(recorded: Recorded) -> None:
+    app = ViewerApp(recorded.stream(), ListQuery())
+    everyone = {recorded.shipped, recorded.waiting, recorded.broken}
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: set(list_ids(app)) == everyone, "every run")
+        screen = app.screen
+        assert isinstance(screen, ListScreen)
+        # s cycles through the states seen: each stop shows only runs in that state.
+        seen: dict[str, set[str]] = {}
+        for _ in range(4):
+            await pilot.press("s")
+            state = screen.query_.state
+            if state is None:
+                await until(pilot, lambda: set(list_ids(app)) == everyone, "every run again")
+                break
+            await until(pilot, lambda want=state: screen.followed.doc.get("query", {})
+                        .get("state") == want, f"the list for {state}")
+            seen[state] = set(list_ids(app))
+        assert seen["completed"] == {recorded.shipped}
+        assert seen["failed"] == {recorded.broken}
+        # w: only the workflow's runs.
+        while screen.query_.workflow != "check":
+            await pilot.press("w")
+        await until(pilot, lambda: set(list_ids(app)) == {recorded.waiting}, "check's runs")
+        await pilot.press("escape")
+        await until(pilot, lambda: set(list_ids(app)) == everyone, "filters cleared")
+        # / then text: a case-insensitive substring of the id, workflow or title.
+        await pilot.press("slash", "B", "R", "O")
+        await until(pilot, lambda: set(list_ids(app)) == {recorded.broken}, "text 'bro'")
+        await pilot.press("enter")
+        assert "text: BRO" in str(screen.query_one("#filters").render())
+
+    drive(app, body)
+
+
+def test_enter_opens_a_run_its_graph_shows_node_states_and_q_goes_back(
+        recorded: Recorded) -> None:
+    app = ViewerApp(recorded.stream(), ListQuery(workflow="broken"))
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: list_ids(app) == [recorded.broken], "the broken run")
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                    and bool(app.screen.followed.doc), "the run detail")
+        screen = run_screen(app)
+        await until(pilot, lambda: "explode" in screen.shown_graph(), "the graph")
+        assert "done" in node_line(screen, "prep")
+        assert "failed" in node_line(screen, "explode")
+        inspector = str(screen.query_one("#inspector").render())
+        assert inspector  # the first step is selected
+        await pilot.press("down")
+        await until(pilot, lambda: "the build is broken" in
+                    str(screen.query_one("#inspector").render()), "the error in the inspector")
+        await pilot.press("q")
+        await until(pilot, lambda: isinstance(app.screen, ListScreen), "back on the list")
+        await pilot.press("q")
+        await until(pilot, lambda: app.return_code == 0, "the app to quit")
+
+    drive(app, body)
+
+
+def test_replay_steps_back_through_the_history_and_forward_to_live(
+        recorded: Recorded) -> None:
+    app = ViewerApp(recorded.stream(), ListQuery(), run_id=recorded.shipped)
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                    and "report" in app.screen.shown_graph(), "the shipped run's graph")
+        screen = run_screen(app)
+        assert "done" in node_line(screen, "build") and screen.replay.live
+        trace = screen.followed.doc["trace"]
+        shown = []
+        for _ in range(len(trace)):
+            await pilot.press("left")
+            shown.append(node_line(screen, "build"))
+        assert not screen.replay.live
+        assert "done" not in shown[-1], shown  # at the first event build had not run
+        assert any("running" in line for line in shown), shown
+        steps = screen.query_one("#steps", DataTable)
+        assert steps.row_count < len(screen.followed.doc["steps"])
+        for _ in range(len(trace)):
+            await pilot.press("right")
+        assert screen.replay.live
+        assert "done" in node_line(screen, "build")
+        assert steps.row_count == len(screen.followed.doc["steps"])
+        if os.environ.get("PI_WORKFLOWS_DOC_SCREENSHOTS") == "1":
+            await pilot.press("down")
+            DOCS.mkdir(parents=True, exist_ok=True)
+            app.save_screenshot("view-run.svg", str(DOCS))
+
+    drive(app, body)
+
+
+def test_a_run_written_while_the_list_is_shown_appears_and_updates(
+        recorded: Recorded) -> None:
+    app = ViewerApp(recorded.stream(), ListQuery())
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: len(list_ids(app)) == 3, "the three runs")
+        fresh = recorded.h.launch("ship", {})
+        await until(pilot, lambda: fresh in list_ids(app), "the queued run")
+        assert list_cells(app, fresh)[2] != "completed"
+        assert recorded.h.execute(fresh).outcome == "completed"
+        await until(pilot, lambda: list_cells(app, fresh)[2] == "completed", "the run completed")
+
+    drive(app, body)
+
+
+def test_a_run_opened_live_follows_its_steps(recorded: Recorded) -> None:
+    fresh = recorded.h.launch("ship", {})
+    app = ViewerApp(recorded.stream(), ListQuery(), run_id=fresh)
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: isinstance(app.screen, RunScreen)
+                    and bool(app.screen.followed.doc), "the queued run's detail")
+        screen = run_screen(app)
+        assert "done" not in screen.shown_graph()
+        assert recorded.h.execute(fresh).outcome == "completed"
+        await until(pilot, lambda: "done" in node_line(screen, "report"), "report done")
+        await until(pilot, lambda: screen.query_one("#steps", DataTable).row_count == 3,
+                    "three steps")
+
+    assert "report" in SHIP
+    drive(app, body)
