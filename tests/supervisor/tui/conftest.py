@@ -1,67 +1,14 @@
-"""Recorded runs for the viewer's tests: real workflows run to an end or a checkpoint.
-
-``recorded`` is a project (the ``cli`` harness: its store and runs
-directory, the CLI pointed at them) holding a completed run (a compute,
-a shell step and a compute), a run waiting at a checkpoint and a failed
-run, each run through the queue and ``execute_claim`` as a runner does.
-"""
+"""The viewer tests' fixture: ``recorded``, a project of real recorded runs (``recorded.py``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
-from pi_workflows.protocol.leansettings import current_settings
-from pi_workflows.protocol.paths import resolve_paths
-from pi_workflows.supervisor.views.stream import ViewStream
 
-from tests.helpers.definitions import approve_flow
 from tests.helpers.engine import Harness
 
-SHIP = """
-workflow = define_workflow(
-    start_at="fetch",
-    nodes=[
-        compute("fetch", lambda ctx: {"files": ["a.txt", "b.txt"], "count": 2}),
-        shell("build", "echo building; echo warn >&2"),
-        compute("report", lambda ctx: {"ok": True}),
-    ],
-    edges=[edge("fetch", "build"), edge("build", "report")],
-)
-"""
-BROKEN = """
-def boom(ctx):
-    raise RuntimeError("the build is broken")
-
-workflow = define_workflow(
-    start_at="prep",
-    nodes=[compute("prep", lambda ctx: 1), compute("explode", boom)],
-    edges=[edge("prep", "explode")],
-)
-"""
-
-
-@dataclass
-class Recorded:
-    h: Harness
-    shipped: str
-    waiting: str
-    broken: str
-
-    def stream(self) -> ViewStream:
-        settings = current_settings()
-        return ViewStream(settings, resolve_paths(settings, self.h.project))
+from .recorded import Recorded, record
 
 
 @pytest.fixture
 def recorded(cli: Harness) -> Recorded:
-    cli.write("ship", SHIP)
-    cli.write("check", approve_flow("ship it?"))
-    cli.write("broken", BROKEN)
-    shipped = cli.launch("ship", {})
-    assert cli.execute(shipped).outcome == "completed"
-    waiting = cli.launch("check", {})
-    assert cli.execute(waiting).outcome == "waiting"
-    broken = cli.launch("broken", {})
-    assert cli.execute(broken).outcome == "failed"
-    return Recorded(cli, shipped, waiting, broken)
+    return record(cli)

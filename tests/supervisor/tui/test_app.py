@@ -25,7 +25,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
-from .conftest import SHIP, Recorded
+from .recorded import SHIP, Recorded
 
 pytestmark = pytest.mark.timeout(90)
 
