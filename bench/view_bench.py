@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from e2e.harness import HarnessError, Project
 from pi_workflows.protocol.store import Store
 from pi_workflows.supervisor.views.stream import ListQuery, ViewStream
+
+from e2e.harness import HarnessError, Project
 
 from .host_common import PROJECTS, bench_project, finish_bench, host_running, load_average, summary
 from .sync_bench import fill, run_changed
@@ -86,7 +87,7 @@ def stream_latency(project: Project, runs: int, timeout: float) -> list[float]:
                 try:
                     sub = stream.subscribe_run(run_id)
                     break
-                except Exception:  # noqa: BLE001 - the row may not be visible yet
+                except Exception:  # the row may not be visible yet
                     time.sleep(0.01)
             with sub:
                 while time.monotonic() < deadline:
@@ -217,7 +218,7 @@ def busy_cpu(project: Project, base: Path, runs: int, rate: float, seconds: floa
         stop = threading.Event()
 
         def listen() -> None:
-            for _, data in _sse(where, "/events/runs", token):
+            for _ in _sse(where, "/events/runs", token):
                 events[0] += 1
                 if stop.is_set():
                     return
