@@ -331,7 +331,7 @@ def _place(layers: list[list[str]], widths: dict[str, int], links: list[tuple[st
         for layer in rows:
             align(layer, preds if down else succs)
     low = min(x.values(), default=0)
-    return {n: v - low + 2 for n, v in x.items()}
+    return {n: v - low + 3 for n, v in x.items()}
 
 
 def layout(snapshot: Mapping[str, Any]) -> Layout:

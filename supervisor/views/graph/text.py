@@ -87,8 +87,8 @@ def _canvas(layout: Layout, states: Mapping[str, str] | None
     for box in layout.boxes:
         inner = box.w - 2
         rows = ["╭" + "─" * inner + "╮",
-                "│" + _fit(box.id, inner - 2).center(inner) + "│",
-                "│" + _fit(_second_line(box, states), inner - 2).center(inner) + "│",
+                "│" + _fit(box.id, inner).center(inner) + "│",
+                "│" + _fit(_second_line(box, states), inner).center(inner) + "│",
                 "╰" + "─" * inner + "╯"]
         for dy, row in enumerate(rows[:box.h]):
             for dx, ch in enumerate(row):
