@@ -5,37 +5,16 @@ lays out, and 200 nodes lay out quickly."""
 from __future__ import annotations
 
 import itertools
-import random
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.definitions.graph import snapshot
 from pi_workflows.supervisor.views.graph.layout import Layout, edge_specs, layout
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[4] / "examples").glob("*.workflow.py"))
-
-
-def snap(start: str, nodes: list[str], edges: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"schema": "pi-workflows.workflow.v1", "name": "t", "startAt": start,
-            "nodes": [{"id": n, "kind": "compute"} for n in nodes], "edges": edges}
-
-
-def edge(a: str, b: str) -> dict[str, Any]:
-    return {"type": "edge", "source": a, "target": b}
-
-
-def switch(a: str, cases: dict[Any, str], default: str | None = None) -> dict[str, Any]:
-    return {"type": "switch", "source": a, "on": "$.x",
-            "cases": [{"value": v, "target": t} for v, t in cases.items()], "default": default}
-
-
-LOOP = snap("a", ["a", "b", "c", "d", "lost"], [
-    edge("a", "b"), switch("b", {"retry": "a", "on": "c"}, default="d"), edge("c", "d"),
-    edge("d", "d"), edge("lost", "b")])
+from .snapshots import EXAMPLES, LOOP, big, edge, snap, switch
 
 
 def check_invariants(lay: Layout, snapshot_: dict[str, Any]) -> None:
@@ -56,7 +35,7 @@ def check_invariants(lay: Layout, snapshot_: dict[str, Any]) -> None:
         apart = (a.x + a.w <= b.x or b.x + b.w <= a.x or a.y + a.h <= b.y or b.y + b.h <= a.y)
         assert apart, (a, b)
     for b in lay.boxes:
-        assert 0 <= b.x and b.x + b.w <= lay.width and 0 <= b.y and b.y + b.h <= lay.height
+        assert b.x >= 0 and b.x + b.w <= lay.width and b.y >= 0 and b.y + b.h <= lay.height
     assert {(e.source, e.target) for e in lay.edges} == {
         (s.source, s.target) for s in edge_specs(snapshot_)}
 
@@ -128,18 +107,6 @@ def test_empty_and_odd_snapshots() -> None:
            "edges": [edge("a", "missing"), {"type": "switch", "source": "a", "cases": None}]}
     lay = layout(odd)
     assert [b.id for b in lay.boxes] == ["a"] and lay.edges == ()
-
-
-def big(n: int, seed: int = 7) -> dict[str, Any]:
-    rng = random.Random(seed)
-    ids = [f"n{i}" for i in range(n)]
-    edges = []
-    for i in range(n - 1):
-        targets = {ids[i + 1]} | {ids[rng.randrange(i + 1, n)] for _ in range(rng.randrange(2))}
-        if i > 5 and rng.random() < 0.05:
-            targets.add(ids[rng.randrange(0, i)])  # a loop back
-        edges.append(switch(ids[i], {k: t for k, t in enumerate(sorted(targets))}))
-    return snap("n0", ids, edges)
 
 
 def test_two_hundred_nodes_quickly() -> None:

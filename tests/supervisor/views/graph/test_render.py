@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pi_workflows.protocol.definitions.discovery import load_workflow_file
 from pi_workflows.protocol.definitions.graph import snapshot
 from pi_workflows.supervisor.views.graph.dot import render_dot
@@ -17,7 +16,7 @@ from pi_workflows.supervisor.views.graph.layout import layout
 from pi_workflows.supervisor.views.graph.svg import render_svg
 from pi_workflows.supervisor.views.graph.text import render_list, render_text, render_text_rich
 
-from .test_layout import EXAMPLES, LOOP, big, edge, snap, switch
+from .snapshots import EXAMPLES, LOOP, big, edge, snap, switch
 
 SVG = "{http://www.w3.org/2000/svg}"
 NASTY = 'a<&"b'
