@@ -28,12 +28,11 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import get_current_worker
 
 from ..views.stream import ListQuery, apply_ops
-from .graphview import graph_text
+from .graphview import graph_rich, graph_text
 from .replay import Replay
 from .text import LIST_COLUMNS, STEP_COLUMNS, inspector_text, run_cells, run_title, step_cells
 
 POLL_S = 0.25  # how long one next() blocks: also how soon a closed screen's thread ends
-GRAPH_WIDTH = 200  # the graph is drawn this wide at most and scrolls sideways
 
 
 class Sub(Protocol):
@@ -123,7 +122,8 @@ class ListScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "app.quit", "Quit"),
-        Binding("enter", "open", "Open", show=True),
+        # Priority: the table's own Enter would hide it from the footer.
+        Binding("enter", "open", "Open", priority=True),
         Binding("s", "cycle_state", "State filter"),
         Binding("w", "cycle_workflow", "Workflow filter"),
         Binding("slash", "text_filter", "Text filter", key_display="/"),
@@ -205,9 +205,12 @@ class ListScreen(Screen[None]):
         return None if row_key.value is None else str(row_key.value)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_open()
+        self.action_open()  # a click on the highlighted row (Enter is the binding's)
 
     def action_open(self) -> None:
+        if self.query_one("#text", Input).has_focus:  # Enter ends typing the text filter
+            self.query_one("#runs", DataTable).focus()
+            return
         run_id = self.selected()
         if run_id is not None:
             self.app.push_screen(RunScreen(run_id))
@@ -235,9 +238,6 @@ class ListScreen(Screen[None]):
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_ = replace(self.query_, text=event.value or None)
         self.restart()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query_one("#runs", DataTable).focus()
 
     def action_clear(self) -> None:
         box = self.query_one("#text", Input)
@@ -302,7 +302,11 @@ class RunScreen(Screen[None]):
     def shown_graph(self) -> str:
         """What the graph shows now (read by the tests as a person reads the screen)."""
         doc = self.followed.doc
-        return graph_text(doc.get("graph"), self.replay.states(doc), width=GRAPH_WIDTH)
+        return graph_text(doc.get("graph"), self.replay.states(doc), width=self._graph_width())
+
+    def _graph_width(self) -> int:
+        # As wide as the box it is shown in: a wider drawing becomes one line per node.
+        return max(self.query_one("#graph-box").size.width - 2, 40)
 
     def _paint(self) -> None:
         doc = self.followed.doc
@@ -310,7 +314,8 @@ class RunScreen(Screen[None]):
         self.query_one("#head", Static).update(
             f"{self.run_id}  {run_title(run)}  {run.get('state') or '?'}"
             f"  ·  {self.replay.label(doc)}")
-        self.query_one("#graph", Static).update(Text(self.shown_graph()))
+        self.query_one("#graph", Static).update(
+            graph_rich(doc.get("graph"), self.replay.states(doc), width=self._graph_width()))
         table = self.query_one("#steps", DataTable)
         row = table.cursor_row
         steps = self.replay.steps(doc)
@@ -321,6 +326,10 @@ class RunScreen(Screen[None]):
         if steps:
             table.move_cursor(row=min(max(row, 0), len(steps) - 1))
         self._inspect()
+
+    def on_resize(self) -> None:
+        if self.followed.doc:
+            self._paint()
 
     def _inspect(self) -> None:
         table = self.query_one("#steps", DataTable)

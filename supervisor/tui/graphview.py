@@ -1,46 +1,42 @@
-"""The workflow graph as text, for the run detail and ``view --once``.
+"""The workflow graph as the viewer draws it, for the run detail and ``view --once``.
 
-Owns ``graph_text``: the one call the viewer makes to draw a run's
-definition snapshot with its node states. Drawing boxes and edges is
-``views.graph`` (``layout`` then ``render_text``); until that lands this
-draws each node on its own line with its state and where its edges go, so
-swapping in the real drawing changes this function's body only. Imports
-nothing from the project beyond the document shapes; never textual, so
-``view --once`` stays fast.
+Owns the two calls the viewer makes to draw a run's definition snapshot
+with its node states: ``graph_text`` (plain characters) and ``graph_rich``
+(the same drawing with each box in its state's colour). Laying out and
+drawing boxes and edges is ``views.graph``; this only says what a run
+without a snapshot shows. Imports ``views.graph`` (rich only inside
+``graph_rich``); never textual, so ``view --once`` stays fast.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-PENDING = "pending"  # a node the trace has not reached (the stream's word)
+from ..views.graph.layout import layout
+from ..views.graph.text import render_text, render_text_rich
 
+if TYPE_CHECKING:
+    from rich.text import Text
 
-def _targets(snapshot: dict[str, Any], node_id: str) -> list[str]:
-    out: list[str] = []
-    for edge in snapshot.get("edges") or []:
-        if edge.get("source") != node_id:
-            continue
-        if "target" in edge:
-            out.append(str(edge["target"]))
-        for case in edge.get("cases") or []:
-            out.append(str(case.get("target")))
-        if edge.get("default"):
-            out.append(str(edge["default"]))
-    return out
+NO_GRAPH = "(no graph: the run has no definition snapshot yet)"
 
 
-def graph_text(snapshot: dict[str, Any] | None, states: dict[str, str], width: int = 80) -> str:
-    """``snapshot`` (a run's ``workflow.json``) drawn as text, each node with its state."""
+def graph_text(snapshot: Mapping[str, Any] | None, states: Mapping[str, str],
+               width: int = 80) -> str:
+    """``snapshot`` (a run's ``workflow.json``) drawn in boxes, each with its node's state;
+    one line per node when the drawing is wider than ``width``."""
     if not snapshot or not snapshot.get("nodes"):
-        return "(no graph: the run has no definition snapshot yet)"
-    lines = []
-    for node in snapshot["nodes"]:
-        node_id = str(node.get("id"))
-        state = states.get(node_id, PENDING)
-        arrow = ", ".join(dict.fromkeys(_targets(snapshot, node_id)))
-        line = f"[{state:^7}] {node_id} ({node.get('kind', '?')})"
-        if arrow:
-            line += f" -> {arrow}"
-        lines.append(line[:width])
-    return "\n".join(lines)
+        return NO_GRAPH
+    return render_text(layout(snapshot), states, width=width).rstrip("\n")
+
+
+def graph_rich(snapshot: Mapping[str, Any] | None, states: Mapping[str, str],
+               width: int = 80) -> Text:
+    from rich.text import Text
+
+    if not snapshot or not snapshot.get("nodes"):
+        return Text(NO_GRAPH)
+    drawn = render_text_rich(layout(snapshot), states, width=width)
+    drawn.rstrip()
+    return drawn

@@ -20,7 +20,7 @@ from pi_workflows.supervisor.cli.commands import view
 
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.engine import Harness
-from tests.supervisor.tui.recorded import Recorded, record
+from tests.supervisor.tui.recorded import Recorded, record, shown_states
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -62,9 +62,8 @@ def test_view_run_prints_its_detail_with_the_graph_and_steps(recorded: Recorded)
     assert out.returncode == 0 and out.stderr == "", out.stderr
     text = out.stdout
     assert text.startswith(f"{recorded.broken}  broken  failed")
-    graph = {line.split("]")[1].split()[0]: line for line in text.splitlines()
-             if line.startswith("[")}
-    assert "done" in graph["prep"] and "failed" in graph["explode"]
+    assert shown_states(text) == {"prep": "done", "explode": "failed"}
+    assert "╭" in text  # drawn in boxes
     assert "explode  compute  failed" in text
 
 

@@ -10,6 +10,7 @@ tests). A plain module: no pytest.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pi_workflows.protocol.leansettings import current_settings
@@ -65,3 +66,25 @@ def record(cli: Harness) -> Recorded:
     broken = cli.launch("broken", {})
     assert cli.execute(broken).outcome == "failed"
     return Recorded(cli, shipped, waiting, broken)
+
+
+_BOX = re.compile(r"│([^│]*)│")
+_LISTED = re.compile(r"^(\S+) \((\w+)\) \[(\w+)\]")
+
+
+def shown_states(graph: str) -> dict[str, str]:
+    """Each node's state as a drawn graph shows it, read as a person reads it: a box's
+    id with ``kind · state`` under it, or a listed node's ``id (kind) [state]``."""
+    lines = graph.splitlines()
+    found: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        listed = _LISTED.match(line)
+        if listed:
+            found[listed.group(1)] = listed.group(3)
+            continue
+        below = lines[i + 1] if i + 1 < len(lines) else ""
+        for box in _BOX.finditer(line):
+            under = below[box.start():box.end()]
+            if "·" in under and box.group(1).strip():
+                found[box.group(1).strip()] = under.strip("│ ").split("·")[1].strip()
+    return found

@@ -25,7 +25,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable
 from textual.widgets._footer import FooterKey
 
-from .recorded import SHIP, Recorded
+from .recorded import SHIP, Recorded, shown_states
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -69,9 +69,9 @@ def run_screen(app: ViewerApp) -> RunScreen:
     return screen
 
 
-def node_line(screen: RunScreen, node: str) -> str:
-    """The graph's line (or lines) naming ``node``; empty before the graph is drawn."""
-    return "\n".join(ln for ln in screen.shown_graph().splitlines() if f" {node} " in ln)
+def node_state(screen: RunScreen, node: str) -> str | None:
+    """The state the drawn graph shows for ``node``; None before the graph is drawn."""
+    return shown_states(screen.shown_graph()).get(node)
 
 
 def test_the_list_shows_every_run_with_its_state(recorded: Recorded) -> None:
@@ -141,8 +141,9 @@ def test_enter_opens_a_run_its_graph_shows_node_states_and_q_goes_back(
                     and bool(app.screen.followed.doc), "the run detail")
         screen = run_screen(app)
         await until(pilot, lambda: "explode" in screen.shown_graph(), "the graph")
-        assert "done" in node_line(screen, "prep")
-        assert "failed" in node_line(screen, "explode")
+        assert node_state(screen, "prep") == "done"
+        assert node_state(screen, "explode") == "failed"
+        assert "╭" in screen.shown_graph() and "▼" in screen.shown_graph()  # boxes, edges
         inspector = str(screen.query_one("#inspector").render())
         assert inspector  # the first step is selected
         await pilot.press("down")
@@ -164,21 +165,21 @@ def test_replay_steps_back_through_the_history_and_forward_to_live(
         await until(pilot, lambda: isinstance(app.screen, RunScreen)
                     and "report" in app.screen.shown_graph(), "the shipped run's graph")
         screen = run_screen(app)
-        assert "done" in node_line(screen, "build") and screen.replay.live
+        assert node_state(screen, "build") == "done" and screen.replay.live
         trace = screen.followed.doc["trace"]
         shown = []
         for _ in range(len(trace)):
             await pilot.press("left")
-            shown.append(node_line(screen, "build"))
+            shown.append(node_state(screen, "build"))
         assert not screen.replay.live
-        assert "done" not in shown[-1], shown  # at the first event build had not run
-        assert any("running" in line for line in shown), shown
+        assert shown[-1] == "pending", shown  # at the first event build had not run
+        assert "running" in shown, shown
         steps = screen.query_one("#steps", DataTable)
         assert steps.row_count < len(screen.followed.doc["steps"])
         for _ in range(len(trace)):
             await pilot.press("right")
         assert screen.replay.live
-        assert "done" in node_line(screen, "build")
+        assert node_state(screen, "build") == "done"
         assert steps.row_count == len(screen.followed.doc["steps"])
         if os.environ.get("PI_WORKFLOWS_DOC_SCREENSHOTS") == "1":
             await pilot.press("down")
@@ -211,9 +212,9 @@ def test_a_run_opened_live_follows_its_steps(recorded: Recorded) -> None:
         await until(pilot, lambda: isinstance(app.screen, RunScreen)
                     and bool(app.screen.followed.doc), "the queued run's detail")
         screen = run_screen(app)
-        assert "done" not in screen.shown_graph()
+        assert "done" not in shown_states(screen.shown_graph()).values()
         assert recorded.h.execute(fresh).outcome == "completed"
-        await until(pilot, lambda: "done" in node_line(screen, "report"), "report done")
+        await until(pilot, lambda: node_state(screen, "report") == "done", "report done")
         await until(pilot, lambda: screen.query_one("#steps", DataTable).row_count == 3,
                     "three steps")
 
