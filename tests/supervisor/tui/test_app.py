@@ -126,6 +126,12 @@ def test_filters_by_state_workflow_and_text(recorded: Recorded) -> None:
         await until(pilot, lambda: set(list_ids(app)) == {recorded.broken}, "text 'bro'")
         await pilot.press("enter")
         assert "text: BRO" in str(screen.query_one("#filters").render())
+        # Keys typed into the text filter are text, not the list's keys (s, w, q).
+        await pilot.press("escape")
+        await until(pilot, lambda: set(list_ids(app)) == everyone, "filters cleared again")
+        await pilot.press("slash", "s", "h", "i", "p")
+        await until(pilot, lambda: set(list_ids(app)) == {recorded.shipped}, "text 'ship'")
+        assert screen.query_.state is None and app.return_code is None
 
     drive(app, body)
 
@@ -185,6 +191,19 @@ def test_replay_steps_back_through_the_history_and_forward_to_live(
             await pilot.press("down")
             DOCS.mkdir(parents=True, exist_ok=True)
             app.save_screenshot("view-run.svg", str(DOCS))
+
+    drive(app, body)
+
+
+def test_a_chain_reads_as_one_run_its_continuation_under_it(recorded: Recorded) -> None:
+    child = recorded.h.answer(recorded.waiting, "yes")
+    assert recorded.h.execute(child).outcome == "completed"
+    app = ViewerApp(recorded.stream(), ListQuery(workflow="check"))
+
+    async def body(pilot: Pilot[Any]) -> None:
+        await until(pilot, lambda: list_ids(app) == [recorded.waiting, child], "the chain")
+        assert list_cells(app, child)[0].startswith("  └ ")
+        assert list_cells(app, recorded.waiting)[0] == recorded.waiting
 
     drive(app, body)
 
