@@ -88,16 +88,29 @@ def pretty(value: Any) -> str:
 
 def _record_lines(records: list[dict[str, Any]], attempt: Any) -> list[str]:
     mine = [r for r in records if r.get("attemptId") == attempt]
-    return [_conversation_line(r) for r in mine[-MAX_INSPECT_LINES:]]
+    lines = (_conversation_line(r) for r in mine[-MAX_INSPECT_LINES:])
+    return [line for line in lines if line is not None]
 
 
-def _conversation_line(record: dict[str, Any]) -> str:
-    kind = str(record.get("kind") or record.get("stream") or "")
-    text = record.get("text")
-    if isinstance(text, str):
-        return f"{kind}: {text}" if kind else text
-    rest = {k: v for k, v in record.items() if k not in ("at", "attemptId", "nodeId", "kind")}
-    return f"{kind}: {json.dumps(rest, sort_keys=True, ensure_ascii=False)}"
+def _short(value: Any, size: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True,
+                                                            ensure_ascii=False)
+    return text if len(text) <= size else text[:size - 1] + "…"
+
+
+# What each kind of captured agent event reads as; a kind not listed is not shown.
+_TALK: dict[str, Any] = {
+    "text": lambda r: f"agent: {r.get('text', '')}",
+    "tool_start": lambda r: f"→ {r.get('tool')} {_short(r.get('args', ''), 200)}",
+    "tool_end": lambda r: (f"← {r.get('tool')} " + ("failed: " if r.get("isError") else "")
+                           + _short(r.get("result", ""), 200)),
+}
+
+
+def _conversation_line(record: dict[str, Any]) -> str | None:
+    """One captured agent event (``text``, ``tool_start``, ``tool_end``) as a line."""
+    say = _TALK.get(str(record.get("kind")))
+    return None if say is None else str(say(record))
 
 
 def _stream_text(doc: dict[str, Any], step: dict[str, Any], stream: str) -> str:
