@@ -21,10 +21,9 @@ import typer
 from ....protocol.atomic import write_atomic
 from ....protocol.bundle import Bundle, BundleCorrupt
 from ....protocol.definitions.discovery import (
-    SUFFIX,
     WorkflowLoadError,
     load_workflow_file,
-    workflow_dirs,
+    workflow_file_for,
 )
 from ....protocol.definitions.graph import snapshot as definition_snapshot
 from ....protocol.errors import NotFound, UsageError
@@ -53,18 +52,6 @@ def _snapshot_summary(path: str, timeout_s: float) -> dict[str, Any]:
         return {"ok": False, "error": exc.reason, "problems": list(exc.problems),
                 "traceback": exc.debug_traceback}
     return {"ok": True, "snapshot": definition_snapshot(loaded.workflow)}
-
-
-def _workflow_path(settings: SettingsLike, project: Path, text: str) -> Path | None:
-    """TARGET as a workflow file: a path, or a name in the project's (then the global) dir."""
-    given = Path(text).expanduser()
-    if given.is_file() or "/" in text or text.endswith(".py"):
-        return given
-    for directory in workflow_dirs(settings, project):
-        candidate = directory / f"{text}{SUFFIX}"
-        if candidate.is_file():
-            return candidate
-    return None
 
 
 def _from_file(path: Path) -> dict[str, Any]:
@@ -144,7 +131,7 @@ def graph_command(
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}",
                          code="bad_format")
     settings, paths = project_context(project)
-    path = _workflow_path(settings, paths.project, target)
+    path = workflow_file_for(settings, paths.project, target)
     states: dict[str, str] | None = None
     if path is not None:
         snap = _from_file(path)

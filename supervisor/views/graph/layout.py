@@ -251,8 +251,18 @@ def _order(layers: list[list[str]], links: list[tuple[str, str]],
         succs.setdefault(a, []).append(b)
         preds.setdefault(b, []).append(a)
 
+    # A sweep reorders within ranks, never between them: the links of each pair of
+    # adjacent ranks are found once, so counting is not every link for every pair.
+    rank_of_node = {n: r for r, layer in enumerate(layers) for n in layer}
+    between: list[list[tuple[str, str]]] = [[] for _ in range(max(len(layers) - 1, 0))]
+    for a, b in links:
+        r = rank_of_node.get(a)
+        if r is not None and r + 1 < len(layers) and rank_of_node.get(b) == r + 1:
+            between[r].append((a, b))
+
     def total(current: list[list[str]]) -> int:
-        return sum(_crossings(current[r], current[r + 1], links) for r in range(len(current) - 1))
+        return sum(_crossings(current[r], current[r + 1], between[r])
+                   for r in range(len(current) - 1))
 
     def sweep(current: list[list[str]], down: bool) -> list[list[str]]:
         result = [list(layer) for layer in current]

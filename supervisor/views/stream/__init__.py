@@ -8,10 +8,11 @@ bundle or the store. Imports ``protocol`` and ``supervisor.views`` only.
 
 from __future__ import annotations
 
+from .controllers import controllers_doc
 from .detail import RunDetail, states_at
 from .diff import apply_ops, diff
 from .runs import ListQuery, list_doc
 from .subscribe import Subscription, ViewStream
 
-__all__ = ["ListQuery", "RunDetail", "Subscription", "ViewStream", "apply_ops", "diff",
-           "list_doc", "states_at"]
+__all__ = ["ListQuery", "RunDetail", "Subscription", "ViewStream", "apply_ops",
+           "controllers_doc", "diff", "list_doc", "states_at"]

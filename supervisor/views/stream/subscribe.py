@@ -21,6 +21,7 @@ from ....protocol.errors import StoreError
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
 from ....protocol.store import Store, open_store
+from .controllers import controllers_doc
 from .detail import RunDetail
 from .diff import diff
 from .runs import ListQuery, list_doc, watched_paths
@@ -89,6 +90,21 @@ class ViewStream:
         finally:
             if store is not None:
                 store.close()
+
+    def controllers_doc(self) -> dict[str, Any]:
+        with self.subscribe_controllers() as sub:
+            doc: dict[str, Any] = sub.doc
+            return doc
+
+    def subscribe_controllers(self) -> Subscription:
+        """Resources change only in the store: its data version is the whole watch."""
+        store = self._store()
+        try:
+            return Subscription(lambda: controllers_doc(store), lambda: [], store, store)
+        except BaseException:
+            if store is not None:
+                store.close()
+            raise
 
     def run_doc(self, run_id: str) -> dict[str, Any]:
         with self.subscribe_run(run_id) as sub:

@@ -230,3 +230,22 @@ def test_an_unknown_run_and_a_bad_query_are_usage_errors(h: Harness) -> None:
     for query in (ListQuery(state="bogus"), ListQuery(limit=0), ListQuery(text="x" * 500)):
         with pytest.raises(UsageError):
             stream.list_doc(query)
+
+
+def test_the_controllers_document_follows_resources_and_never_shows_a_spec(
+        h: Harness) -> None:
+    h.store.apply_spec("filesync", "notes", {"token": "private-spec-value"})
+    stream = _stream(h)
+    with stream.subscribe_controllers() as sub:
+        doc = sub.doc
+        assert [(r["controller"], r["key"], r["ready"]) for r in doc["resources"]] == [
+            ("filesync", "notes", "unknown")]
+        assert doc["notReady"] == 1 and "private-spec-value" not in json.dumps(doc)
+        res = h.store.get_resource("filesync", "notes")
+        assert res is not None
+        h.store.write_status("filesync", "notes", res.resource_version, {
+            "observed_generation": 1,
+            "conditions": [{"type": "Ready", "status": "true", "reason": "InSync"}]})
+        doc = _until(sub, lambda d: d["notReady"] == 0, doc)
+        assert doc["resources"][0]["reason"] == "InSync"
+        assert doc["resources"][0]["observedGeneration"] == 1
