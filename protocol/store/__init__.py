@@ -65,6 +65,10 @@ class Store(ControllerOps, QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps
     def close(self) -> None:
         self._db.close()
 
+    def data_version(self) -> int:
+        """Moves when another connection commits (``Database.data_version``)."""
+        return self._db.data_version()
+
     def __enter__(self) -> Store:
         return self
 

@@ -415,6 +415,15 @@ class Database:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
 
+    def data_version(self) -> int:
+        """SQLite's ``PRAGMA data_version``: it moves whenever another connection commits
+        (a viewer's cheap test of "did anything change", never a read of the tables)."""
+        with self._serial:
+            try:
+                return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            except sqlite3.Error as exc:
+                raise classify(exc) from None
+
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
             self._conn.close()

@@ -118,7 +118,7 @@ def describe_capture(record: dict[str, Any]) -> str | None:
     return None
 
 
-class _Tail:
+class JsonTail:
     """Complete JSON lines appended to one file since the last call."""
 
     def __init__(self, path: Path) -> None:
@@ -171,9 +171,9 @@ class TraceFollower:
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
-        self._trace = _Tail(bundle.trace_path)
-        self._capture = _Tail(bundle.session_dir / "events.ndjson")
-        self._output = _Tail(bundle.output_path)
+        self._trace = JsonTail(bundle.trace_path)
+        self._capture = JsonTail(bundle.session_dir / "events.ndjson")
+        self._output = JsonTail(bundle.output_path)
         self._seq = 0
 
     def items(self) -> list[Item]:

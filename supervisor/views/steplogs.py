@@ -10,6 +10,7 @@ Reads only; never writes a bundle. Imports ``protocol`` only.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class StepLog:
     via: str | None = None  # an agent step's conversation: "session" or "headless"
     updates: list[dict[str, Any]] = field(default_factory=list)  # its progress updates
     exit_code: int | None = None  # a shell step's exit status, from its result record
+    status_detail: str | None = None  # what the node said it was doing when it started
 
     @property
     def over(self) -> bool:
@@ -59,7 +61,7 @@ class StepLog:
             "stderr": out.get("stderr") if shell else self.stream_text("stderr"),
             "exitCode": out.get("exitCode") if shell else self.exit_code,
             "output": self.output, "agent": self.agent, "traceback": self.traceback,
-            "via": self.via, "updates": self.updates,
+            "via": self.via, "updates": self.updates, "statusDetail": self.status_detail,
         }
 
     def stream_text(self, stream: str) -> str | None:
@@ -85,12 +87,23 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def read_steps(bundle: Bundle) -> list[StepLog]:
     """Every node attempt of the run, in the order they started."""
-    state = bundle.raw_state()
-    kinds = {n.get("id"): str(n.get("kind", "")) for n in bundle.snapshot().get("nodes") or []
+    return fold_steps(bundle.snapshot(), bundle.raw_state(), bundle.events(),
+                      _records(bundle.output_path),
+                      _records(bundle.session_dir / "events.ndjson"),
+                      lambda value: _resolve(bundle, value))
+
+
+def fold_steps(snapshot: Mapping[str, Any], state: Mapping[str, Any],
+               events: list[dict[str, Any]], output: list[dict[str, Any]],
+               capture: list[dict[str, Any]],
+               resolve: Callable[[Any], Any] = lambda value: value) -> list[StepLog]:
+    """The attempts from what a bundle holds, already read (the view stream keeps these
+    lists as it tails the files); ``resolve`` reads large strings back, or leaves them."""
+    kinds = {n.get("id"): str(n.get("kind", "")) for n in snapshot.get("nodes") or []
              if isinstance(n, dict)}
     steps: dict[str, StepLog] = {}
     order: list[StepLog] = []
-    for event in bundle.events():
+    for event in events:
         attempt, node, kind = event.get("attemptId"), event.get("nodeId"), event.get("type")
         p, at = event.get("payload") or {}, int(event.get("at", 0))
         if kind == "node_started" and attempt and node:
@@ -98,6 +111,8 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
                 if earlier.node_id == node and earlier.outcome == RUNNING:
                     earlier.outcome = INTERRUPTED
             log = StepLog(node, attempt, p.get("step"), kinds.get(node, ""), at)
+            detail = p.get("statusDetail")
+            log.status_detail = detail if isinstance(detail, str) else None
             steps[attempt] = log
             order.append(log)
         elif kind in ("node_finished", "node_failed") and attempt in steps:
@@ -108,7 +123,7 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             code = result.get("exitCode")  # the record keeps it when parse= shaped the output
             log.exit_code = code if isinstance(code, int) and not isinstance(code, bool) \
                 else None
-            log.output = _resolve(bundle, p.get("output"))
+            log.output = resolve(p.get("output"))
             found = p.get("traceback")
             log.traceback = found if isinstance(found, dict) else None
         elif kind == "update_published" and attempt in steps:
@@ -118,12 +133,12 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
         elif kind == "run_waiting" and attempt in steps:
             steps[attempt].outcome = WAITING
             steps[attempt].ended_at = at
-            steps[attempt].output = _resolve(bundle, p.get("output"))  # a long question
+            steps[attempt].output = resolve(p.get("output"))  # a long question
     live = state.get("currentAttempt") if state.get("status") == RunStatus.RUNNING else None
     for log in order:
         if log.outcome == RUNNING and log.attempt_id != live:
             log.outcome = INTERRUPTED
-    for record in _records(bundle.output_path):
+    for record in output:
         owner = steps.get(str(record.get("attemptId")))
         if owner is None:
             continue
@@ -131,7 +146,7 @@ def read_steps(bundle: Bundle) -> list[StepLog]:
             owner.stream_cut = True
         elif isinstance(record.get("text"), str):
             owner.streamed.append((str(record.get("stream")), record["text"]))
-    for record in _records(bundle.session_dir / "events.ndjson"):
+    for record in capture:
         owner = steps.get(str(record.get("attemptId")))
         if owner is not None and record.get("kind") == "text":
             owner.agent.append(str(record.get("text", "")))

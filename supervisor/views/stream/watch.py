@@ -1,0 +1,72 @@
+"""Noticing that something a view shows may have changed, cheaply.
+
+Owns ``Signature`` (the size, modification time and inode of a few files:
+what changes when a bundle file is appended to, rewritten or removed) and
+``Watch``, which waits until a signature or the store's ``data_version``
+moves, then lets the changes of the next ``COALESCE_S`` gather so a burst
+of writes becomes one rebuild. Never reads a file's contents and never
+writes. Imports ``protocol`` only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+COALESCE_S = 0.05  # changes this close together become one patch
+POLL_S = 0.02  # between looks at the signatures (a stat each: microseconds)
+
+Stat = tuple[int, int, int] | None
+
+
+def _stat(path: Path) -> Stat:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def signature(paths: Iterable[Path]) -> tuple[Stat, ...]:
+    return tuple(_stat(p) for p in paths)
+
+
+class Watch:
+    """Waits for a change among ``paths()`` (asked anew each look: the set can grow)
+    and ``version()`` (the store's data version, or a constant without a store)."""
+
+    def __init__(self, paths: Callable[[], list[Path]], version: Callable[[], int],
+                 *, monotonic: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._paths = paths
+        self._version = version
+        self._monotonic = monotonic
+        self._sleep = sleep
+        self._seen = self._look()
+
+    def _look(self) -> tuple[object, ...]:
+        paths = self._paths()
+        return (tuple(paths), signature(paths), self._version())
+
+    def changed(self) -> bool:
+        """One look: has anything moved since the last look that said so?"""
+        now = self._look()
+        if now == self._seen:
+            return False
+        self._seen = now
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        """True once something changed (after the coalescing window), False at ``timeout``."""
+        deadline = self._monotonic() + timeout
+        while not self.changed():
+            left = deadline - self._monotonic()
+            if left <= 0:
+                return False
+            self._sleep(min(POLL_S, left))
+        # Let the rest of a burst land (a node's end is several writes), then take it all.
+        self._sleep(COALESCE_S)
+        self._seen = self._look()
+        return True

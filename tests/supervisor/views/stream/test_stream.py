@@ -1,0 +1,232 @@
+"""The view stream: documents of real bundles, patches as runs are written, and the
+cases a reader meets mid-write (a torn trace tail, a bundle deleted while shown);
+it never writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pi_workflows.protocol.paths import Paths
+from pi_workflows.protocol.settings import load_settings
+from pi_workflows.supervisor.views.stream import ListQuery, ViewStream, apply_ops, states_at
+
+from tests.helpers.definitions import approve_flow
+from tests.helpers.engine import GATES, Harness
+
+pytestmark = pytest.mark.timeout(60)
+
+HELD = """
+def slow(ctx):
+    h.GATES["inside"].set()
+    h.GATES["hold"].wait(30)
+    return {"built": True}
+
+workflow = define_workflow(
+    title="Build it",
+    start_at="fetch",
+    nodes=[compute("fetch", lambda ctx: 1), compute("build", slow),
+           compute("tell", lambda ctx: "done")],
+    edges=[edge("fetch", "build"), edge("build", "tell")],
+)
+"""
+
+QUICK = """
+workflow = define_workflow(
+    start_at="a",
+    nodes=[compute("a", lambda ctx: {"n": 1}), compute("b", lambda ctx: "x" * 5000)],
+    edges=[edge("a", "b")],
+)
+"""
+
+
+def _paths(h: Harness) -> Paths:
+    state = h.root / "state"
+    return Paths(project=h.project, home=h.root / "home", state_dir=state,
+                 store_file=h.store_path, runs_dir=h.runs, host_lock=state / "host.lock",
+                 log_dir=state / "logs")
+
+
+def _stream(h: Harness) -> ViewStream:
+    return ViewStream(load_settings(), _paths(h))
+
+
+def _files(*roots: Path) -> dict[str, tuple[int, int, bytes]]:
+    out = {}
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            if path.is_file():
+                st = path.stat()
+                out[str(path)] = (st.st_mtime_ns, st.st_mode, path.read_bytes())
+    return out
+
+
+def _until(sub: Any, check: Any, doc: Any) -> Any:
+    """Apply patches until ``check(doc)``; each patch's rev is one more, and the copy
+    kept by applying them always equals the subscription's own document."""
+    for _ in range(200):
+        if check(doc):
+            return doc
+        patch = sub.next(timeout=5.0)
+        assert patch is not None, "no change seen"
+        assert patch["rev"] == sub.rev
+        doc = apply_ops(doc, patch["ops"])
+        assert doc == sub.doc
+    raise AssertionError("never reached")
+
+
+def test_the_list_is_newest_first_with_chains_grouped_and_states_shown(h: Harness) -> None:
+    h.write("check", approve_flow())
+    h.write("quick", QUICK)
+    first = h.launch("check", {})
+    assert h.execute(first).outcome == "waiting"
+    child = h.answer(first, "yes")
+    assert h.execute(child).outcome == "completed"
+    other = h.launch("quick", {})
+    assert h.execute(other).outcome == "completed"
+    doc = _stream(h).list_doc(ListQuery())
+    assert [(r["runId"], r["depth"], r["state"]) for r in doc["runs"]] == [
+        (other, 0, "completed"), (first, 0, "answered"), (child, 1, "completed")]
+    assert doc["runs"][1]["continuedBy"] == child
+    assert all("input" not in r and "finalOutput" not in r for r in doc["runs"])
+    only = _stream(h).list_doc(ListQuery(workflow="quick"))
+    assert [r["runId"] for r in only["runs"]] == [other]
+    assert [r["runId"] for r in _stream(h).list_doc(ListQuery(state="waiting"))["runs"]] == []
+    found = _stream(h).list_doc(ListQuery(text=other[-8:].upper()))
+    assert [r["runId"] for r in found["runs"]] == [other]
+    cut = _stream(h).list_doc(ListQuery(limit=1))
+    assert cut["truncated"] is True and len(cut["runs"]) == 1
+
+
+def test_a_list_subscription_patches_in_a_run_queued_after_it_started(h: Harness) -> None:
+    h.write("quick", QUICK)
+    with _stream(h).subscribe_list(ListQuery()) as sub:
+        start = sub.doc
+        assert sub.rev == 0 and start["runs"] == []
+        assert sub.next(timeout=0.1) is None  # nothing moved: no patch
+        run = h.launch("quick", {})
+        doc = _until(sub, lambda d: [r["runId"] for r in d["runs"]] == [run], start)
+        assert doc["runs"][0]["queueState"] == "queued"
+        h.execute(run)
+        doc = _until(sub, lambda d: d["runs"][0]["state"] == "completed", doc)
+        assert sub.rev >= 2
+
+
+def test_a_run_written_while_it_is_read_shows_each_node_running_then_done(
+        h: Harness) -> None:
+    h.write("build", HELD)
+    GATES.update(inside=threading.Event(), hold=threading.Event())
+    run = h.launch("build", {})
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("out", h.execute(run)))
+    worker.start()
+    try:
+        assert GATES["inside"].wait(20)
+        with _stream(h).subscribe_run(run) as sub:
+            doc = sub.doc
+            assert doc["nodes"] == {"fetch": "done", "build": "running", "tell": "pending"}
+            assert doc["run"]["title"] == "Build it"
+            assert [s["outcome"] for s in doc["steps"]] == ["ok", "running"]
+            GATES["hold"].set()
+            doc = _until(sub, lambda d: d["run"].get("runStatus") == "completed", doc)
+            assert doc["nodes"] == {"fetch": "done", "build": "done", "tell": "done"}
+            assert [s["nodeId"] for s in doc["steps"]] == ["fetch", "build", "tell"]
+            assert doc["trace"][-1]["type"] == "run_completed"
+            seqs = [e["seq"] for e in doc["trace"]]
+            assert seqs == sorted(set(seqs)), "every event once, in order"
+    finally:
+        GATES["hold"].set()
+        worker.join(30)
+    assert box["out"].outcome == "completed"
+
+
+def test_replay_folds_the_node_states_of_a_prefix_of_the_trace(h: Harness) -> None:
+    h.write("quick", QUICK)
+    run = h.launch("quick", {})
+    h.execute(run)
+    doc = _stream(h).run_doc(run)
+    types = [e["type"] for e in doc["trace"]]
+    started_b = types.index("node_started", types.index("node_started") + 1)
+    assert states_at(doc, 0) == {"a": "pending", "b": "pending"}
+    assert states_at(doc, started_b + 1) == {"a": "done", "b": "running"}
+    assert states_at(doc, len(doc["trace"])) == {"a": "done", "b": "done"}
+
+
+def test_a_large_output_stays_a_reference_and_the_input_never_shows(h: Harness) -> None:
+    h.write("quick", QUICK)
+    run = h.launch("quick", {"secret": "hunter2-private"})
+    h.execute(run)
+    doc = _stream(h).run_doc(run)
+    out = doc["steps"][1]["output"]
+    assert isinstance(out, dict) and out.get("$artifact", "").startswith("sha256:")
+    assert "hunter2-private" not in json.dumps(doc)
+
+
+def test_a_torn_trace_tail_waits_until_its_line_is_complete(h: Harness) -> None:
+    h.write("quick", QUICK)
+    run = h.launch("quick", {})
+    h.execute(run)
+    trace = h.bundle(run).trace_path
+    lines = trace.read_bytes().splitlines(keepends=True)
+    last = lines[-1]
+    trace.write_bytes(b"".join(lines[:-1]) + last[: len(last) // 2])  # torn mid-line
+    with _stream(h).subscribe_run(run) as sub:
+        doc = sub.doc
+        assert len(doc["trace"]) == len(lines) - 1
+        with open(trace, "ab") as fh:
+            fh.write(last[len(last) // 2:])
+        doc = _until(sub, lambda d: len(d["trace"]) == len(lines), doc)
+        assert doc["trace"][-1] == json.loads(last)
+
+
+def test_a_bundle_deleted_while_shown_reads_as_missing(h: Harness) -> None:
+    h.write("quick", QUICK)
+    run = h.launch("quick", {})
+    h.execute(run)
+    with _stream(h).subscribe_run(run) as sub:
+        assert sub.doc["bundle"] == "ok"
+        shutil.rmtree(h.bundle(run).dir)
+        doc = _until(sub, lambda d: d["bundle"] == "missing", sub.doc)
+        assert doc["nodes"] == {} and doc["run"]["runId"] == run
+
+
+def test_viewing_writes_nothing_and_creates_no_store(h: Harness, tmp_path: Path) -> None:
+    h.write("build", HELD)
+    h.write("check", approve_flow())
+    run = h.launch("check", {})
+    h.execute(run)
+    h.store.close()
+    before = _files(h.runs, h.store_path.parent)
+    stream = _stream(h)
+    stream.list_doc(ListQuery())
+    with stream.subscribe_run(run) as sub:
+        sub.next(timeout=0.1)
+    with stream.subscribe_list(ListQuery()) as sub:
+        sub.next(timeout=0.1)
+    assert _files(h.runs, h.store_path.parent) == before
+    empty = Paths(project=tmp_path / "p", home=tmp_path / "hm", state_dir=tmp_path / "s",
+                  store_file=tmp_path / "s" / "store.sqlite3", runs_dir=tmp_path / "r",
+                  host_lock=tmp_path / "s" / "l", log_dir=tmp_path / "s" / "log")
+    assert ViewStream(load_settings(), empty).list_doc(ListQuery())["runs"] == []
+    assert not os.path.exists(empty.store_file) and not empty.runs_dir.exists()
+    h.store = h.store.__class__(h.store_path)  # the harness closes it again
+
+
+def test_an_unknown_run_and_a_bad_query_are_usage_errors(h: Harness) -> None:
+    from pi_workflows.protocol.errors import UsageError
+    h.write("quick", QUICK)
+    h.execute(h.launch("quick", {}))
+    stream = _stream(h)
+    with pytest.raises(UsageError):
+        stream.run_doc("20261201T000000Z-none-00000000")
+    for bad in ("../etc", "a/b", ""):
+        with pytest.raises(UsageError):
+            stream.run_doc(bad)
+    for query in (ListQuery(state="bogus"), ListQuery(limit=0), ListQuery(text="x" * 500)):
+        with pytest.raises(UsageError):
+            stream.list_doc(query)
