@@ -117,8 +117,7 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {text}\n\n".encode()
 
 
-async def _events(open_sub: Callable[[], Subscription]) -> AsyncIterator[bytes]:
-    sub = await anyio.to_thread.run_sync(open_sub)
+async def _events(sub: Subscription) -> AsyncIterator[bytes]:
     try:
         yield _sse("snapshot", {"rev": sub.rev, "doc": sub.doc})
         while True:
@@ -156,16 +155,17 @@ def create_app(source: Source, access: Access, actions: Actions | None = None,
 
     async def list_events(request: Request) -> Response:
         query = filters(request)
-        return _stream(lambda: source.subscribe_list(query))
+        return await _stream(lambda: source.subscribe_list(query))
 
     async def run_events(request: Request) -> Response:
         rid = run_id(request)
-        # The run's existence is checked first so a bad id is a 404, not a broken stream.
-        await anyio.to_thread.run_sync(source.run_doc, rid)
-        return _stream(lambda: source.subscribe_run(rid))
+        return await _stream(lambda: source.subscribe_run(rid))
 
-    def _stream(open_sub: Callable[[], Subscription]) -> Response:
-        return StreamingResponse(_events(open_sub), media_type="text/event-stream",
+    async def _stream(open_sub: Callable[[], Subscription]) -> Response:
+        # Subscribed before the response starts: a bad query or an unknown run is a 4xx,
+        # not a stream that breaks after its 200.
+        sub = await anyio.to_thread.run_sync(open_sub)
+        return StreamingResponse(_events(sub), media_type="text/event-stream",
                                  headers={"x-accel-buffering": "no"})
 
     async def static(request: Request) -> Response:

@@ -33,7 +33,7 @@ def _page(title: str, body: str, *, csrf: str | None, kind: str) -> str:
             f"<title>{escape(title)} - pi-workflows</title>{meta}"
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             '<link rel="stylesheet" href="/static/app.css"></head>'
-            f'<body data-page="{kind}" data-actions="{"on" if csrf else "off"}">'
+            f'<body data-page="{kind}" data-mode="{"acting" if csrf else "read-only"}">'
             '<header><a class="brand" href="/">pi-workflows</a>'
             f'<span class="mode">{"actions on" if csrf else "read-only"}</span>'
             '<span id="live" class="live" title="live updates">connecting</span></header>'

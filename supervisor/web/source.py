@@ -4,8 +4,8 @@ Owns ``Filters`` (the run list's query as the web takes it), the
 ``Source`` and ``Subscription`` protocols the handlers use, and
 ``StreamSource``, the adapter onto ``views.stream.ViewStream`` (read-only:
 the stream never writes a bundle or the store). Tests hand the app a fake
-``Source``. Imports ``views.stream`` lazily (only a real server needs it);
-never ``cli``, ``host``, ``session`` or another sibling.
+``Source``. Imports ``protocol`` and ``views.stream``; never ``cli``,
+``host``, ``session`` or another sibling.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
+from ..views.stream import ListQuery, ViewStream
 
 Doc = dict[str, Any]
 
@@ -35,7 +36,7 @@ class Subscription(Protocol):
     rev: int
     doc: Doc
 
-    def next(self, timeout: float = 1.0) -> Doc | None: ...
+    def next(self, timeout: float) -> Doc | None: ...
 
     def close(self) -> None: ...
 
@@ -54,16 +55,12 @@ class StreamSource:
     """``Source`` over the project's view stream."""
 
     def __init__(self, settings: SettingsLike, paths: Paths) -> None:
-        from ..views.stream import ViewStream
-
         self.stream = ViewStream(settings, paths)
 
     @staticmethod
-    def _query(filters: Filters) -> Any:
-        from ..views.stream import ListQuery
-
+    def _query(filters: Filters) -> ListQuery:
         return ListQuery(state=filters.state, workflow=filters.workflow, text=filters.text,
-                         limit=filters.limit)
+                         limit=filters.limit).checked()
 
     def list_doc(self, filters: Filters) -> Doc:
         return dict(self.stream.list_doc(self._query(filters)))
