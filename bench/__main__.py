@@ -32,6 +32,8 @@ BENCHES: dict[str, tuple[str, str]] = {
     "controllers": ("bench.ctl_bench",
                     "reconciles/s vs host nodes/s, apply -> reconcile p50/p99,"
                     " kill -9 -> all back"),
+    "view": ("bench.view_bench",
+             "view stream and dashboard: event -> shown p50, 10,000-run list paint, CPU"),
     "cli": ("bench.cli_bench",
             "CLI start-up: status/list/sync --json, run --detach, --help vs python -c pass"),
 }

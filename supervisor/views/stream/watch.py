@@ -3,8 +3,10 @@
 Owns ``Signature`` (the size, modification time and inode of a few files:
 what changes when a bundle file is appended to, rewritten or removed) and
 ``Watch``, which waits until a signature or the store's ``data_version``
-moves, then lets the changes of the next ``COALESCE_S`` gather so a burst
-of writes becomes one rebuild. Never reads a file's contents and never
+moves. A change after a quiet spell is reported at once (a viewer shows it
+within one look); during a burst, at most one change per ``COALESCE_S`` is
+reported, so a run writing fast costs one rebuild per window, not one per
+write. Never reads a file's contents and never
 writes. Imports ``protocol`` only.
 """
 
@@ -45,6 +47,7 @@ class Watch:
         self._monotonic = monotonic
         self._sleep = sleep
         self._seen = self._look()
+        self._reported = float("-inf")
 
     def _look(self) -> tuple[object, ...]:
         paths = self._paths()
@@ -59,14 +62,17 @@ class Watch:
         return True
 
     def wait(self, timeout: float) -> bool:
-        """True once something changed (after the coalescing window), False at ``timeout``."""
+        """True once something changed, False at ``timeout``; never twice within
+        ``COALESCE_S`` (what lands meanwhile is taken with the second report)."""
         deadline = self._monotonic() + timeout
         while not self.changed():
             left = deadline - self._monotonic()
             if left <= 0:
                 return False
             self._sleep(min(POLL_S, left))
-        # Let the rest of a burst land (a node's end is several writes), then take it all.
-        self._sleep(COALESCE_S)
-        self._seen = self._look()
+        hold = self._reported + COALESCE_S - self._monotonic()
+        if hold > 0:  # in a burst: let the rest of the window land, then take it all
+            self._sleep(hold)
+            self._seen = self._look()
+        self._reported = self._monotonic()
         return True
