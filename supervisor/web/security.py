@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -133,28 +133,22 @@ class Guard:
             await refuse(send, *problem)
             return
         pairs = parse_query(scope.get("query_string", b"")) or []
-        given = next((v for k, v in pairs if k == "token"), None)
-        if given is not None and scope["method"] == "GET":
-            # The token moves from the URL into a cookie: links and reloads keep working
-            # and the URL bar (and history) no longer shows it.
-            rest = urlencode([(k, v) for k, v in pairs if k != "token"])
-            location = scope.get("path", "/") + (f"?{rest}" if rest else "")
-            await send({"type": "http.response.start", "status": 303,
-                        "headers": [(b"location", location.encode("utf-8")),
-                                    (b"set-cookie", self._cookie_header()),
-                                    (b"content-length", b"0"), *SECURITY_HEADERS]})
-            await send({"type": "http.response.body", "body": b""})
-            return
-        await self.app(scope, receive, self._secured(send))
+        # A token given in the URL is kept in a cookie, so links, reloads and the
+        # page's own requests work without it (as Jupyter does).
+        remember = any(k == "token" for k, _ in pairs)
+        await self.app(scope, receive, self._secured(send, remember))
 
     def _cookie_header(self) -> bytes:
         return (f"{COOKIE}={self.access.token}; HttpOnly; SameSite=Strict; Path=/"
                 ).encode()
 
-    def _secured(self, send: Send) -> Send:
+    def _secured(self, send: Send, remember: bool) -> Send:
+        cookie = [(b"set-cookie", self._cookie_header())] if remember else []
+
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS,
+                                      *cookie]
             await send(message)
         return wrapped
 

@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import socket
+import threading
 import webbrowser
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import uvicorn
@@ -29,7 +31,25 @@ from .app import create_app
 from .security import Access
 from .source import StreamSource
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 URL_FILE = "ui-url"  # in the project's state dir, 0600: where `host --ui` leaves the URL
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, stopped by SIGINT or SIGTERM and then returning (exit 0): uvicorn
+    itself raises the signal again once it has stopped, which would end the process by it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        saved = {sig: signal.signal(sig, self.handle_exit) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in saved.items():
+                signal.signal(sig, handler)
 
 
 def bind(port: int) -> socket.socket:
@@ -68,7 +88,7 @@ def serve(settings: SettingsLike, paths: Paths, *, port: int = 0, actions: bool 
                             # An open event stream must not hold a Ctrl-C up for long.
                             timeout_graceful_shutdown=2, server_header=False,
                             date_header=False)
-    server = uvicorn.Server(config)
+    server = _Server(config)
     if url_file is not None:
         write_url_file(url_file, access.url())
     say(access.url())
