@@ -172,7 +172,7 @@ def create_app(source: Source, access: Access, actions: Actions | None = None,
         name = str(request.path_params.get("name", ""))
         if name not in STATIC:  # a fixed list: no path from the request reaches the disk
             raise Refused(404, "not found")
-        body = resources.files(__package__).joinpath("static", name).read_bytes()
+        body = resources.files(__package__).joinpath(name).read_bytes()
         return Response(body, media_type=STATIC[name])
 
     async def act(request: Request) -> Response:

@@ -2,7 +2,7 @@
 
 Owns the two pages' markup: a first paint from the documents (a table of
 runs; the run's graph, steps and request), the documents themselves as
-inert JSON (``<script type="application/json">``) for ``static/app.js``,
+inert JSON (``<script type="application/json">``) for ``app.js`` (served as /static/app.js),
 which keeps the page live, and the action controls only when the server
 runs with ``--actions``. Every value from a run is escaped; the JSON is
 escaped for a script element. Imports the standard library and
