@@ -400,6 +400,20 @@ def workflow_dirs(settings: SettingsLike, project_dir: Path | str) -> tuple[Path
     return local, shared
 
 
+def workflow_file_for(settings: SettingsLike, project_dir: Path | str, text: str) -> Path | None:
+    """What a command's FILE-or-NAME argument names: a path as given (an existing file,
+    or anything that looks like a path), else a workflow name's file in the project's,
+    then the global, directory; None when it is neither."""
+    given = Path(text).expanduser()
+    if given.exists() or "/" in text or text.endswith(".py"):
+        return given
+    for directory in workflow_dirs(settings, project_dir):
+        candidate = directory / f"{text}{SUFFIX}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def discover_for(settings: SettingsLike, project_dir: Path | str) -> Catalog:
     """``discover`` with the directories from settings."""
     local, shared = workflow_dirs(settings, project_dir)

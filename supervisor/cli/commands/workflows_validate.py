@@ -16,7 +16,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ....protocol.definitions.discovery import SUFFIX, catalog_files, workflow_dirs
+from ....protocol.definitions.discovery import (
+    SUFFIX,
+    catalog_files,
+    workflow_dirs,
+    workflow_file_for,
+)
 from ....protocol.errors import ExitCode, NotFound
 from ....protocol.settingspec import SettingsLike
 from ...views.wording import cli
@@ -100,14 +105,10 @@ def workflows(project: ProjectOpt = Path("."), as_json: JsonOpt = False) -> None
 
 def _workflow_file(settings: SettingsLike, project: Path, file: str) -> Path:
     """FILE as given, or a bare workflow name found in the project's, then the global, dir."""
-    given = Path(file).expanduser()
-    if given.exists() or "/" in file or file.endswith(".py"):
-        return given
+    found = workflow_file_for(settings, project, file)
+    if found is not None:
+        return found
     dirs = workflow_dirs(settings, project)
-    for directory in dirs:
-        candidate = directory / f"{file}{SUFFIX}"
-        if candidate.is_file():
-            return candidate
     # Neither a file nor a name: say where a name was looked for, not just "not found".
     raise NotFound(f"no file {file!r} and no workflow named {file!r} (looked for"
                    f" {file}{SUFFIX} in {dirs[0]} and {dirs[1]}); see"

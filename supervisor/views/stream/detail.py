@@ -23,7 +23,8 @@ from ....protocol.clock import now_ms
 from ....protocol.errors import NotFound
 from ....protocol.store import Store
 from ..follower import JsonTail
-from ..status import chain, node_states, run_status, shown_state
+from ..graph.states import node_states
+from ..status import chain, run_status, shown_state
 from ..steplogs import fold_steps
 from .runs import summary
 
@@ -100,7 +101,7 @@ class RunDetail:
                    "finalOutput": info.get("finalOutput"),
                    "bundleError": info.get("bundleError")}
             run["state"] = shown_state(info)
-        nodes = {n["id"]: n["state"] for n in node_states(self.runs_dir, self.run_id)} \
+        nodes = node_states(state, self.trace, nodes=_node_ids(self._graph)) \
             if bundle_word == "ok" else {}
         steps = [s.as_json() for s in fold_steps(self._graph or {}, state, self.trace,
                                                  self.output, self.conversation)] \
@@ -112,24 +113,15 @@ class RunDetail:
                 "chain": members, "bundle": bundle_word}
 
 
-_ENDED = {"node_finished": "done", "node_failed": "failed"}
+def _node_ids(graph: Mapping[str, Any] | None) -> list[str]:
+    return [n["id"] for n in (graph or {}).get("nodes") or []
+            if isinstance(n, dict) and isinstance(n.get("id"), str)]
 
 
-def states_at(doc: dict[str, Any], upto: int) -> dict[str, str]:
-    """Each node's state after the first ``upto`` trace events (what replay shows)."""
-    graph = doc.get("graph") or {}
-    states = {n["id"]: "pending" for n in graph.get("nodes") or []
-              if isinstance(n, dict) and isinstance(n.get("id"), str)}
-    for event in doc.get("trace", [])[:max(upto, 0)]:
-        node, kind = event.get("nodeId"), event.get("type")
-        if not isinstance(node, str):
-            continue
-        if kind == "node_started":
-            states[node] = "running"
-        elif kind in _ENDED:
-            states[node] = _ENDED[kind]
-        elif kind == "run_waiting":
-            states[node] = "waiting"
-    if upto >= len(doc.get("trace", [])) and doc.get("nodes"):
-        return dict(doc["nodes"])  # the end is the live state, as the projection says it
-    return states
+def states_at(doc: Mapping[str, Any], upto: int) -> dict[str, str]:
+    """Each node's state after the first ``upto`` trace events (what replay shows);
+    at the end, the live state the document holds."""
+    trace = doc.get("trace") or []
+    if upto >= len(trace) and doc.get("nodes"):
+        return dict(doc["nodes"])
+    return node_states({}, trace[:max(upto, 0)], nodes=_node_ids(doc.get("graph")))
