@@ -99,9 +99,14 @@ function renderRun(doc) {
   const state = document.getElementById("run-state");
   state.textContent = run.state || ""; state.className = "state state-" + (run.state || "");
   document.getElementById("run-detail").textContent = run.statusDetail || (run.progress && run.progress.message) || "";
+  const kinds = {};
+  for (const n of ((doc.graph || {}).nodes || [])) kinds[n.id] = n.kind;
   for (const g of document.querySelectorAll("#graph [data-node]")) {
     const id = g.getAttribute("data-node");
-    g.setAttribute("class", "node state-" + ((doc.nodes || {})[id] || "pending") + (id === selected ? " selected" : ""));
+    const word = (doc.nodes || {})[id] || "pending";
+    g.setAttribute("class", "node state-" + word + (id === selected ? " selected" : ""));
+    const label = g.querySelector("text.kind");
+    if (label && kinds[id]) label.textContent = kinds[id] + " · " + word;
   }
   const steps = document.getElementById("steps");
   steps.replaceChildren(...(doc.steps || []).map((s) => el("tr", { "data-node": s.nodeId },

@@ -1,10 +1,11 @@
 """The run graph as SVG, for the run page.
 
 Owns ``graph_svg(snapshot, states, selected)``: the workflow's definition
-snapshot (``workflow.json``) drawn as boxes in a column with their edges,
-each node a ``<g class="node state-<state>" data-node="<id>">`` that the
+snapshot (``workflow.json``) drawn by ``views.graph`` (the layout the
+``graph`` command uses), or as boxes in a column when it cannot be laid
+out; each node a ``<g class="node state-<state>" data-node="<id>">`` that the
 page's script recolours and the inspector selects. Every text is escaped.
-Imports the standard library only; never ``cli``, ``host`` or another
+Imports ``views.graph``; never ``cli``, ``host`` or another
 sibling.
 """
 
@@ -12,6 +13,9 @@ from __future__ import annotations
 
 from html import escape
 from typing import Any
+
+from ..views.graph.layout import layout
+from ..views.graph.svg import render_svg
 
 BOX_W, BOX_H, GAP = 200, 36, 28
 
@@ -41,6 +45,15 @@ def graph_svg(snapshot: dict[str, Any] | None, states: dict[str, str],
               selected: str | None = None) -> str:
     if not isinstance(snapshot, dict) or not snapshot.get("nodes"):
         return '<p class="muted">no graph (the run has no definition snapshot yet)</p>'
+    try:
+        return render_svg(layout(snapshot), states, selected=selected)
+    except Exception:  # a snapshot the layout cannot place still gets a picture
+        return column_svg(snapshot, states, selected)
+
+
+def column_svg(snapshot: dict[str, Any], states: dict[str, str],
+               selected: str | None = None) -> str:
+    """The fallback: the nodes in one column, breadth first."""
     order = _order(snapshot)
     kinds = {str(n.get("id")): str(n.get("kind", "")) for n in snapshot["nodes"]
              if isinstance(n, dict)}

@@ -35,14 +35,15 @@ MAX_PATH = 1024
 MAX_BODY = 64 * 1024  # an answer is at most a few KiB of text
 
 # Every response carries these: no framing, no sniffing, no referrer (the URL may
-# hold the token), scripts only from this server, nothing cached.
+# hold the token), scripts only from this server (the graph's SVG carries its own
+# <style>, so styles may be inline), nothing cached.
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
     (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+     b"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
      b" connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
 ]
 
