@@ -43,8 +43,8 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"referrer-policy", b"no-referrer"),
     (b"cache-control", b"no-store"),
     (b"content-security-policy",
-     b"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:;"
-     b" connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+     b"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';"
+     b" img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
 ]
 
 
