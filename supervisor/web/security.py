@@ -44,7 +44,8 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"cache-control", b"no-store"),
     (b"content-security-policy",
      b"default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline';"
-     b" img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+     b" img-src 'self' data:; connect-src 'self'; form-action 'self';"
+     b" frame-ancestors 'none'; base-uri 'none'"),
 ]
 
 
