@@ -24,7 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = {"authoring": "pi_workflows", "protocol": "pi_workflows/protocol",
            "worker": "pi_workflows/worker", "supervisor": "pi_workflows/supervisor"}
-DATA_SUFFIXES = (".ts",)
+DATA_SUFFIXES = (".ts", ".js", ".css")  # the Pi extension; the dashboard's script and style
 
 
 def _source_files() -> set[str]:

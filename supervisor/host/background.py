@@ -82,11 +82,14 @@ def find_host(paths: Paths) -> RunningHost | None:
                        runner if isinstance(runner, str) else None)
 
 
-def host_argv(project: Path, concurrency: int | None, pi_args: Sequence[str]) -> list[str]:
+def host_argv(project: Path, concurrency: int | None, pi_args: Sequence[str],
+              ui: bool = False) -> list[str]:
     """The command line of the background host: the foreground one, in a child."""
     argv = [sys.executable, "-m", "pi_workflows", "host", "--project", str(project)]
     if concurrency is not None:
         argv += ["--concurrency", str(concurrency)]
+    if ui:
+        argv.append("--ui")
     return [*argv, "--", *pi_args] if pi_args else argv
 
 

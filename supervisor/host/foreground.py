@@ -5,7 +5,8 @@ the ``Host`` and its server, and the start-up banner. Shared by the typer
 command (``supervisor.cli.commands.host``) and the fast entry point
 (``supervisor.cli.main``), which starts a host without importing typer or
 pydantic: a host that restarts after a crash is back to its runs sooner.
-Imports ``protocol`` and the host wing; never typer, pydantic or the worker.
+``ui`` adds the dashboard child (``host.dashboard``). Imports ``protocol``
+and the host wing; never typer, pydantic or the worker.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 from ...protocol.logsetup import setup_logging
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
+from .dashboard import Dashboard
 from .loop import Host, StartupReport
 from .serve import HostServer
 
@@ -25,8 +27,8 @@ MIN_CONCURRENCY, MAX_CONCURRENCY = 1, 256
 
 
 def run_foreground(settings: SettingsLike, paths: Paths, concurrency: int | None,
-                   pi_args: Sequence[str]) -> int:
-    """Serve until drained; the exit code."""
+                   pi_args: Sequence[str], ui: bool = False) -> int:
+    """Serve until drained; the exit code. ``ui``: keep a dashboard child beside it."""
     setup_logging(paths.log_dir, level=settings.log_level, stderr_level="INFO", role="host")
     host = Host(paths, settings, concurrency=concurrency, pi_args=tuple(pi_args))
 
@@ -41,4 +43,17 @@ def run_foreground(settings: SettingsLike, paths: Paths, concurrency: int | None
             " and resume later\n")
         sys.stderr.flush()
 
-    return HostServer(host).serve(on_start=started)
+    dashboard = Dashboard(paths) if ui else None
+
+    def with_ui(report: StartupReport) -> None:
+        started(report)
+        if dashboard is not None:
+            dashboard.start()
+            sys.stderr.write(f"  dashboard: its URL (with the token) is in {dashboard.url_file}\n")
+            sys.stderr.flush()
+
+    try:
+        return HostServer(host).serve(on_start=with_ui)
+    finally:
+        if dashboard is not None:
+            dashboard.stop()

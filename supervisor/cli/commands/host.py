@@ -62,6 +62,9 @@ def host_command(
     follow: Annotated[bool, typer.Option(
         "--follow", "-f", help="With --logs: keep printing what the host writes until"
                                " Ctrl-C.")] = False,
+    ui: Annotated[bool, typer.Option(
+        "--ui", help="Also serve the web dashboard (a `pi-workflows ui` child, read-only);"
+                     " its URL with the token is in <stateDir>/ui-url (0600).")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the supervisor: one worker subprocess per claimed run.
@@ -84,6 +87,8 @@ def host_command(
                                    ("--status", status), ("--logs", logs)) if on]
     if len(modes) > 1:
         raise UsageError(f"{modes[0]} and {modes[1]} do not go together")
+    if ui and (status or logs or stop):
+        raise UsageError(f"--ui goes with a host that starts, not with {modes[0]}")
     if follow and not logs:
         raise UsageError("--follow goes with --logs")
     if status or logs:
@@ -100,10 +105,13 @@ def host_command(
         _stop(settings, paths, timeout, as_json)
         return
     if background:
-        _background(paths, host_argv(paths.project, concurrency, pi_args), timeout, as_json)
+        _background(paths, host_argv(paths.project, concurrency, pi_args, ui=ui), timeout,
+                    as_json)
         return
     if timeout is not None or as_json:
         raise UsageError("--timeout and --json go with --background or --stop")
+    if ui:
+        raise typer.Exit(run_foreground(settings, paths, concurrency, pi_args, ui=True))
     raise typer.Exit(run_foreground(settings, paths, concurrency, pi_args))
 
 
