@@ -236,7 +236,7 @@ def busy_cpu(project: Project, base: Path, runs: int, rate: float, seconds: floa
         steps1 = _steps(project, ids)
         stop.set()
         for run_id in ids:
-            store.cancel(run_id)
+            store.request_cancel(run_id)
     used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     return {"cores": used / (wall1 - wall0), "steps_per_s": (steps1 - steps0) / (wall1 - wall0),
             "patches": events[0]}

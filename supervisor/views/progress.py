@@ -127,26 +127,52 @@ def _left_text(ms: int) -> str:
     return f"{max(1, round(ms / 1000))} s" if ms < 59_500 else duration(ms)
 
 
-def running_update(bundle: Bundle, attempt_id: Any) -> dict[str, Any] | None:
-    """The latest update of ``attempt_id`` in the trace's last ``TAIL_BYTES``, or None."""
-    if not isinstance(attempt_id, str):
-        return None
+def _tail_lines(bundle: Bundle) -> list[bytes]:
+    """The trace's last ``TAIL_BYTES`` as lines, newest first (the first may be cut)."""
     try:
         with open(bundle.trace_path, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             fh.seek(max(0, size - TAIL_BYTES))
             tail = fh.read()
     except OSError:
+        return []
+    return list(reversed(tail.split(b"\n")))
+
+
+def _event(line: bytes) -> dict[str, Any] | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None  # the cut first line, or a torn last one
+    return event if isinstance(event, dict) else None
+
+
+def running_update(bundle: Bundle, attempt_id: Any) -> dict[str, Any] | None:
+    """The latest update of ``attempt_id`` in the trace's last ``TAIL_BYTES``, or None."""
+    if not isinstance(attempt_id, str):
         return None
-    for line in reversed(tail.split(b"\n")):
+    for line in _tail_lines(bundle):
         if b"update_published" not in line:
             continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue  # the cut first line, or a torn last one
-        if isinstance(event, dict) and event.get("type") == "update_published" \
+        event = _event(line)
+        if event is not None and event.get("type") == "update_published" \
                 and event.get("attemptId") == attempt_id:
+            return update_data(event.get("payload")) or None
+    return None
+
+
+def node_update(bundle: Bundle, node_id: str) -> dict[str, Any] | None:
+    """The latest update of ``node_id``'s current attempt (after its last start) in the
+    trace's tail: ``running_update`` for a reader that has not read the projection."""
+    for line in _tail_lines(bundle):
+        if b"update_published" not in line and b"node_started" not in line:
+            continue
+        event = _event(line)
+        if event is None or event.get("nodeId") != node_id:
+            continue
+        if event.get("type") == "node_started":
+            return None
+        if event.get("type") == "update_published":
             return update_data(event.get("payload")) or None
     return None
 

@@ -18,7 +18,7 @@ from ....protocol.clock import now_ms
 from ....protocol.states import CLAIMED, RunStatus
 from ....protocol.store import Store
 from ..listing import check_state, grouped, select
-from ..progress import running_update
+from ..progress import node_update
 from ..status import shown_state
 
 DEFAULT_LIMIT = 200
@@ -59,13 +59,9 @@ def summary(info: dict[str, Any], depth: int, runs_dir: Path, now: int) -> dict[
     """One run as a list shows it (never its input or outputs)."""
     owner = info.get("controller")
     progress = None
-    if info.get("runStatus") == RunStatus.RUNNING and info.get("currentNode"):
-        try:
-            state = Bundle(runs_dir, info["runId"]).raw_state()
-            progress = running_update(Bundle(runs_dir, info["runId"]),
-                                      state.get("currentAttempt"))
-        except (OSError, ValueError):
-            progress = None
+    node = info.get("currentNode")
+    if info.get("runStatus") == RunStatus.RUNNING and isinstance(node, str):
+        progress = node_update(Bundle(runs_dir, info["runId"]), node)
     return {
         "runId": info["runId"], "workflow": info["workflow"], "title": info.get("title"),
         "state": shown_state(info), "queueState": info["queueState"],

@@ -13,6 +13,7 @@ Imports ``protocol`` and ``supervisor.views``.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from .controllers import controllers_doc
 from .detail import RunDetail
 from .diff import diff
 from .runs import ListQuery, list_doc, watched_paths
-from .watch import Watch
+from .watch import COALESCE_S, Watch
 
 
 class Subscription:
@@ -50,7 +51,10 @@ class Subscription:
         """The next patch ``{"rev", "ops"}``, or None when nothing changed in ``timeout``."""
         if not self._watch.wait(timeout):
             return None
+        began = time.monotonic()
         new = self._build()
+        # Rebuilding at most a third of the time: a slow build spaces the next one out.
+        self._watch.gap = max(COALESCE_S, 2 * (time.monotonic() - began))
         # `at` moves on every build: a patch is only worth sending when more than it did.
         ops = [op for op in diff(self.doc, new) if op["path"] != ["at"]]
         if not ops:
@@ -115,17 +119,16 @@ class ViewStream:
         query = query.checked()
         store = self._store()
         runs_dir = self.paths.runs_dir
-        box: dict[str, dict[str, Any]] = {}
+
+        watched: list[list[Path]] = [[runs_dir]]
 
         def build() -> dict[str, Any]:
-            doc = box["doc"] = list_doc(store, runs_dir, query)
+            doc = list_doc(store, runs_dir, query)
+            watched[0] = watched_paths(doc, runs_dir)  # once per build, not per look
             return doc
 
-        def paths() -> list[Path]:
-            return watched_paths(box["doc"], runs_dir) if "doc" in box else [runs_dir]
-
         try:
-            return Subscription(build, paths, store, store)
+            return Subscription(build, lambda: watched[0], store, store)
         except BaseException:
             if store is not None:
                 store.close()

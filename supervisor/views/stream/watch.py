@@ -48,6 +48,9 @@ class Watch:
         self._sleep = sleep
         self._seen = self._look()
         self._reported = float("-inf")
+        # The shortest time between two reports: the subscriber raises it when its
+        # rebuild is slow, so a viewer of a busy project uses a bounded share of a core.
+        self.gap = COALESCE_S
 
     def _look(self) -> tuple[object, ...]:
         paths = self._paths()
@@ -63,14 +66,14 @@ class Watch:
 
     def wait(self, timeout: float) -> bool:
         """True once something changed, False at ``timeout``; never twice within
-        ``COALESCE_S`` (what lands meanwhile is taken with the second report)."""
+        ``gap`` (what lands meanwhile is taken with the second report)."""
         deadline = self._monotonic() + timeout
         while not self.changed():
             left = deadline - self._monotonic()
             if left <= 0:
                 return False
             self._sleep(min(POLL_S, left))
-        hold = self._reported + COALESCE_S - self._monotonic()
+        hold = self._reported + self.gap - self._monotonic()
         if hold > 0:  # in a burst: let the rest of the window land, then take it all
             self._sleep(hold)
             self._seen = self._look()

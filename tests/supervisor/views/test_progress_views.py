@@ -182,3 +182,23 @@ def test_logs_keep_the_exit_code_of_a_shell_step_whose_parse_shaped_the_output(
               result={"outcome": "ok", "errorCode": None, "error": None}, next=None)
     _, end = read_steps(run.bundle)
     assert end.as_json()["exitCode"] is None and "exit code" not in body(end)
+
+
+def test_node_update_is_the_latest_of_the_nodes_current_attempt(tmp_path: Path) -> None:
+    from pi_workflows.supervisor.views.progress import node_update
+    bundle = Bundle(tmp_path, "20261201T000000Z-x-00000000")
+    bundle.dir.mkdir(parents=True)
+    events = [
+        {"type": "node_started", "nodeId": "a", "attemptId": "a-1"},
+        {"type": "update_published", "nodeId": "a", "attemptId": "a-1",
+         "payload": {"data": {"message": "old"}}},
+        {"type": "node_started", "nodeId": "a", "attemptId": "a-2"},
+    ]
+    bundle.trace_path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert node_update(bundle, "a") is None  # the new attempt has published nothing yet
+    with open(bundle.trace_path, "a") as fh:
+        fh.write(json.dumps({"type": "update_published", "nodeId": "a", "attemptId": "a-2",
+                              "payload": {"data": {"message": "new"}}}) + "\n")
+        fh.write('{"type": "update_pub')  # a torn last line
+    assert node_update(bundle, "a") == {"message": "new"}
+    assert node_update(bundle, "b") is None

@@ -72,3 +72,21 @@ def test_a_file_that_appears_or_goes_is_a_change(tmp_path: Path) -> None:
     clock.now += 1
     f.unlink()
     assert watch.wait(1.0)
+
+
+def test_a_slow_rebuild_spaces_the_next_report_out(tmp_path: Path) -> None:
+    from pi_workflows.supervisor.views.stream.subscribe import Subscription
+    f = tmp_path / "f"
+    f.write_text("")
+    builds = [0]
+
+    def build() -> dict[str, object]:
+        builds[0] += 1
+        import time
+        time.sleep(0.04)  # a rebuild of a busy project: the cost being bounded, not a wait
+        return {"at": builds[0], "n": f.read_text()}
+
+    sub = Subscription(build, lambda: [f], None, None)
+    f.write_text("1")
+    assert sub.next(2.0) is not None
+    assert sub._watch.gap >= 0.08  # twice the build: rebuilding at most a third of the time
