@@ -87,6 +87,26 @@ function renderList(doc) {
   document.getElementById("total").textContent = String(doc.total ?? "");
 }
 
+// --- controllers ---
+
+function resourceRow(res) {
+  const ready = res.ready || "unknown";
+  const word = ready === "true" ? "completed" : ready === "false" ? "failed" : "pending";
+  const kids = el("td", {});
+  for (const c of res.children || []) kids.append(el("a", { href: "/runs/" + encodeURIComponent(c.runId) }, c.runId), " ");
+  return el("tr", { "data-resource": res.controller + "/" + res.key },
+    el("td", {}, res.controller), el("td", {}, res.key),
+    el("td", {}, el("span", { class: "state state-" + word }, "Ready=" + ready), res.deleting ? " deleting" : ""),
+    el("td", {}, res.reason || ""),
+    el("td", { class: "num" }, String(res.generation ?? "") + " / " + (res.observedGeneration ?? "-")), kids);
+}
+
+function renderControllers(doc) {
+  document.getElementById("resources").replaceChildren(...(doc.resources || []).map(resourceRow));
+  document.getElementById("not-ready").textContent = String(doc.notReady ?? 0);
+  document.getElementById("resources-total").textContent = String((doc.resources || []).length);
+}
+
 // --- the run page ---
 
 let selected = null;
@@ -186,6 +206,8 @@ function init() {
   const page = document.body.dataset.page;
   if (page === "list") {
     follow("/events/runs" + location.search, renderList);
+  } else if (page === "controllers") {
+    follow("/events/controllers", renderControllers);
   } else if (page === "run") {
     const rid = JSON.parse(document.getElementById("run-id").textContent);
     document.getElementById("graph").addEventListener("click", (e) => {

@@ -86,6 +86,13 @@ def filters(request: Request) -> Filters:
                    text=found.get("text") or None, limit=limit)
 
 
+def no_query(request: Request) -> None:
+    """A page that takes no parameters refuses any (but the token), as the list does."""
+    for key, _ in parse_query(request.scope.get("query_string", b"")) or []:
+        if key != "token":
+            raise Refused(400, f"unknown query parameter {key[:40]!r} (this page takes none)")
+
+
 def _refusal(exc: Exception) -> Response:
     if isinstance(exc, Refused):
         return _text(exc.status, exc.text)
@@ -161,6 +168,19 @@ def create_app(source: Source, access: Access, actions: Actions | None = None,
         rid = run_id(request)
         return await _stream(lambda: source.subscribe_run(rid))
 
+    async def controllers_page(request: Request) -> Response:
+        no_query(request)
+        doc = await anyio.to_thread.run_sync(source.controllers_doc)
+        return Response(pages.controllers_page(doc, csrf=csrf), media_type="text/html")
+
+    async def controllers_json(request: Request) -> Response:
+        no_query(request)
+        return JSONResponse(await anyio.to_thread.run_sync(source.controllers_doc))
+
+    async def controllers_events(request: Request) -> Response:
+        no_query(request)
+        return await _stream(source.subscribe_controllers)
+
     async def _stream(open_sub: Callable[[], Subscription]) -> Response:
         # Subscribed before the response starts: a bad query or an unknown run is a 4xx,
         # not a stream that breaks after its 200.
@@ -206,6 +226,9 @@ def create_app(source: Source, access: Access, actions: Actions | None = None,
         Route("/api/runs/{run_id:str}", _checked(run_json), methods=["GET"]),
         Route("/events/runs", _checked(list_events), methods=["GET"]),
         Route("/events/runs/{run_id:str}", _checked(run_events), methods=["GET"]),
+        Route("/controllers", _checked(controllers_page), methods=["GET"]),
+        Route("/api/controllers", _checked(controllers_json), methods=["GET"]),
+        Route("/events/controllers", _checked(controllers_events), methods=["GET"]),
         Route("/static/{name:str}", _checked(static), methods=["GET"]),
         Route("/runs/{run_id:str}/{verb:str}", _checked(act), methods=["POST"]),
         Route("/{rest:path}", not_found, methods=["GET", "POST"]),

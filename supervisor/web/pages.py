@@ -35,6 +35,7 @@ def _page(title: str, body: str, *, csrf: str | None, kind: str) -> str:
             '<link rel="stylesheet" href="/static/app.css"></head>'
             f'<body data-page="{kind}" data-mode="{"acting" if csrf else "read-only"}">'
             '<header><a class="brand" href="/">pi-workflows</a>'
+            '<nav class="top"><a href="/">runs</a> <a href="/controllers">controllers</a></nav>'
             f'<span class="mode">{"actions on" if csrf else "read-only"}</span>'
             '<span id="live" class="live" title="live updates">connecting</span></header>'
             f"<main>{body}</main>"
@@ -86,6 +87,37 @@ def list_page(doc: dict[str, Any], filters: Filters, *, csrf: str | None) -> str
             f'<tbody id="runs">{rows}</tbody></table>'
             f'{_json_script("query", filters.as_dict())}')
     return _page("runs", body, csrf=csrf, kind="list")
+
+
+def resource_row(res: dict[str, Any]) -> str:
+    ready = str(res.get("ready") or "unknown")
+    word = {"true": "completed", "false": "failed"}.get(ready, "pending")  # the state colours
+    children = " ".join(
+        f'<a href="/runs/{quote(str(c.get("runId")), safe="")}">{escape(str(c.get("runId")))}</a>'
+        for c in res.get("children") or [] if isinstance(c, dict))
+    observed = res.get("observedGeneration")
+    name = f'{res.get("controller")}/{res.get("key")}'
+    return (f'<tr data-resource="{escape(name)}">'
+            f'<td>{escape(str(res.get("controller") or ""))}</td>'
+            f'<td>{escape(str(res.get("key") or ""))}</td>'
+            f'<td><span class="state state-{word}">Ready={escape(ready)}</span>'
+            f'{" deleting" if res.get("deleting") else ""}</td>'
+            f'<td>{escape(str(res.get("reason") or ""))}</td>'
+            f'<td class="num">{escape(str(res.get("generation") or ""))} / '
+            f'{escape("-" if observed is None else str(observed))}</td>'
+            f'<td>{children}</td></tr>')
+
+
+def controllers_page(doc: dict[str, Any], *, csrf: str | None) -> str:
+    resources = [r for r in doc.get("resources") or [] if isinstance(r, dict)]
+    body = ("<h1>Controllers</h1>"
+            f'<p class="muted"><span id="not-ready">{escape(str(doc.get("notReady", 0)))}</span>'
+            f' not ready of <span id="resources-total">{len(resources)}</span> resources</p>'
+            '<table class="runs"><thead><tr><th>controller</th><th>key</th><th>ready</th>'
+            '<th>reason</th><th>generation / observed</th><th>child runs</th></tr></thead>'
+            f'<tbody id="resources">{"".join(resource_row(r) for r in resources)}</tbody>'
+            "</table>")
+    return _page("controllers", body, csrf=csrf, kind="controllers")
 
 
 def _chain(doc: dict[str, Any]) -> str:

@@ -50,6 +50,10 @@ class Source(Protocol):
 
     def subscribe_run(self, run_id: str) -> Subscription: ...
 
+    def controllers_doc(self) -> Doc: ...
+
+    def subscribe_controllers(self) -> Subscription: ...
+
 
 class StreamSource:
     """``Source`` over the project's view stream."""
@@ -74,4 +78,11 @@ class StreamSource:
 
     def subscribe_run(self, run_id: str) -> Subscription:
         sub: Subscription = self.stream.subscribe_run(run_id)
+        return sub
+
+    def controllers_doc(self) -> Doc:
+        return dict(self.stream.controllers_doc())
+
+    def subscribe_controllers(self) -> Subscription:
+        sub: Subscription = self.stream.subscribe_controllers()
         return sub

@@ -74,6 +74,18 @@ class FakeSource:
         self.subs.append(sub)
         return sub
 
+    def controllers_doc(self) -> Doc:
+        return {"kind": "controllers", "at": 0, "notReady": 1, "truncated": False,
+                "resources": [{"controller": "filesync", "key": "<k>", "generation": 2,
+                               "observedGeneration": 1, "ready": "false",
+                               "reason": "<i>Drift</i>", "message": "", "deleting": False,
+                               "children": [{"runId": RUN, "state": "done"}]}]}
+
+    def subscribe_controllers(self) -> FakeSub:
+        sub = FakeSub(self.controllers_doc())
+        self.subs.append(sub)
+        return sub
+
 
 class FakeActions(Actions):
     """The session layer's calls recorded, not made (they have their own tests)."""

@@ -20,10 +20,11 @@ from starlette.testclient import TestClient
 from .conftest import PORT, RUN, make_client
 
 ORIGIN = f"http://127.0.0.1:{PORT}"
-ROUTES = ["/runs/{}", "/api/runs/{}", "/events/runs/{}", "/static/{}"]
+ROUTES = ["/runs/{}", "/api/runs/{}", "/events/runs/{}", "/static/{}", "/controllers/{}"]
 POSTS = ["/runs/{}/answer", "/runs/{}/cancel", "/runs/{}/resume", "/runs/{}/fork",
          "/runs/{}/{}"]
-LISTS = ["/", "/api/runs", "/events/runs"]
+LISTS = ["/", "/api/runs", "/events/runs", "/controllers", "/api/controllers",
+         "/events/controllers"]
 TRAVERSAL = ["..", "../..", "..%2f..%2fetc%2fpasswd", "%2e%2e/%2e%2e/etc/passwd",
              "../../pyproject.toml", "..\\..\\x", "%00", "a%00b", "app.js/../../app.py",
              "....//....//etc/passwd", "%252e%252e%252f", "/etc/passwd", "~root", ""]

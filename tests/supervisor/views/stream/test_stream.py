@@ -249,3 +249,25 @@ def test_the_controllers_document_follows_resources_and_never_shows_a_spec(
         doc = _until(sub, lambda d: d["notReady"] == 0, doc)
         assert doc["resources"][0]["reason"] == "InSync"
         assert doc["resources"][0]["observedGeneration"] == 1
+
+
+def test_a_project_without_a_store_shows_its_first_run_when_the_store_appears(
+        tmp_path: Path) -> None:
+    from pi_workflows.protocol.store import Store
+    state = tmp_path / "state"
+    paths = Paths(project=tmp_path / "p", home=tmp_path / "hm", state_dir=state,
+                  store_file=state / "store.sqlite3", runs_dir=tmp_path / "runs",
+                  host_lock=state / "l", log_dir=state / "log")
+    stream = ViewStream(load_settings(), paths)
+    with stream.subscribe_list(ListQuery()) as runs, stream.subscribe_controllers() as ctl:
+        assert runs.doc["runs"] == [] and ctl.doc["resources"] == []
+        assert not paths.store_file.exists()  # subscribing made none
+        from pi_workflows.protocol.store import RunSource
+        with Store(paths.store_file) as store:
+            store.enqueue_detached("20261201T000000Z-first-00000001",
+                                   RunSource("first", "/x/first.workflow.py", "0" * 64,
+                                             "sha256:" + "0" * 64), {})
+            store.apply_spec("gate", "k1", {"n": 1})
+        _until(runs, lambda d: [r["runId"] for r in d["runs"]] == [
+            "20261201T000000Z-first-00000001"], runs.doc)
+        _until(ctl, lambda d: [r["key"] for r in d["resources"]] == ["k1"], ctl.doc)

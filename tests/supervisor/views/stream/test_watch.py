@@ -86,7 +86,7 @@ def test_a_slow_rebuild_spaces_the_next_report_out(tmp_path: Path) -> None:
         time.sleep(0.04)  # a rebuild of a busy project: the cost being bounded, not a wait
         return {"at": builds[0], "n": f.read_text()}
 
-    sub = Subscription(build, lambda: [f], None, None)
+    sub = Subscription(build, lambda: [f])
     f.write_text("1")
     assert sub.next(2.0) is not None
     assert sub._watch.gap >= 0.08  # twice the build: rebuilding at most a third of the time
