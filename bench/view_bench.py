@@ -5,7 +5,9 @@ workflow); for each run the view stream's run subscription (what
 ``pi-workflows view`` reads) is followed in this process and the figure of
 each trace event is its arrival in a patch minus its own ``at``. (b) The
 same through a real ``pi-workflows ui`` server: the run page's event
-stream (server-sent events) read over HTTP. (c) A store of ``--runs``
+stream (server-sent events) read over HTTP. (e) The same until the real
+``view`` app (Textual, headless) has painted it, and (f) until the run
+page in a real Chromium shows it (a MutationObserver on the trace list). (c) A store of ``--runs``
 runs (10,000 by default, the newest 200 with real bundles): the run list's
 first paint (the list page's full response, and the stream's document
 alone) and the server's RSS after it. (d) ``--busy`` runs at once, each
@@ -181,6 +183,99 @@ def ui_latency(project: Project, base: Path, runs: int, timeout: float) -> list[
     return got
 
 
+def _settle_latencies(paints: list[tuple[float, int]], trace: list[dict[str, Any]],
+                      since: float) -> list[float]:
+    """For each event written after ``since`` (epoch ms): the first paint that showed it."""
+    out = []
+    for index, event in enumerate(trace):
+        at = int(event["at"])
+        if at <= since:
+            continue
+        shown = next((t for t, count in paints if count > index), None)
+        if shown is not None:
+            out.append(shown - at)
+    return out
+
+
+def app_latency(project: Project, runs: int, timeout: float) -> list[float]:
+    """(e): every live event's latency until ``pi-workflows view``'s run screen painted it
+    (the real Textual app, headless, on the real view stream)."""
+    import asyncio
+
+    from pi_workflows.supervisor.tui import app as tui
+
+    stream = ViewStream(project.settings, project.paths)
+    got: list[float] = []
+    paints: list[tuple[float, int]] = []
+    original = tui.RunScreen._paint
+
+    def recorded(screen: Any) -> None:
+        original(screen)
+        paints.append((time.time() * 1000, len(screen.followed.doc.get("trace") or [])))
+
+    tui.RunScreen._paint = recorded  # type: ignore[method-assign]
+
+    async def one(run_id: str) -> None:
+        app = tui.ViewerApp(stream, ListQuery(), run_id)
+        async with app.run_test(headless=True, size=(160, 50)) as pilot:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                await pilot.pause(0.05)
+                screen = app.screen
+                doc = getattr(getattr(screen, "followed", None), "doc", None) or {}
+                if (doc.get("run") or {}).get("runStatus") in ("completed", "failed"):
+                    return
+
+    try:
+        with project.store() as store, host_running(project, 1, "host-e.log"):
+            for _ in range(runs):
+                run_id = project.enqueue(store, "paced")[0]
+                paints.clear()
+                opened = time.time() * 1000
+                asyncio.run(one(run_id))
+                doc = stream.run_doc(run_id)
+                got += _settle_latencies(list(paints), doc["trace"], opened + 500)
+    finally:
+        tui.RunScreen._paint = original  # type: ignore[method-assign]
+    return got
+
+
+WATCH_TRACE = """() => {
+  window.__paints = [];
+  const list = document.getElementById("trace");
+  new MutationObserver(() => window.__paints.push([Date.now(), list.children.length]))
+    .observe(list, {childList: true});
+}"""
+
+
+def page_latency(project: Project, base: Path, runs: int, timeout: float) -> list[float]:
+    """(f): every live event's latency until the run page in a real Chromium showed it."""
+    from playwright.sync_api import sync_playwright
+
+    got: list[float] = []
+    stream = ViewStream(project.settings, project.paths)
+    with project.store() as store, host_running(project, 1, "host-f.log"), \
+            ui_server(project, base / "ui-f.log") as (_, where, token), \
+            sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = chromium.new_page()
+        for _ in range(runs):
+            run_id = project.enqueue(store, "paced")[0]
+            page.goto(f"http://{where}/runs/{run_id}?token={token}")
+            page.evaluate(WATCH_TRACE)
+            opened = time.time() * 1000
+            page.wait_for_function(
+                "() => /completed|failed/.test(document.getElementById('run-state')"
+                ".textContent)", timeout=timeout * 1000)
+            paints = [(float(t), int(n)) for t, n in page.evaluate("window.__paints")]
+            got += _settle_latencies(paints, stream.run_doc(run_id)["trace"], opened + 200)
+        chromium.close()
+    return got
+
+
 def big_list(base: Path, home: Path, count: int) -> dict[str, Any]:
     """(c): the list of a ``count``-run store: first paint and the server's memory."""
     project = bench_project(base, "big", home, "never")
@@ -264,7 +359,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rate", type=float, default=10.0, help="steps a second of each")
     parser.add_argument("--seconds", type=float, default=10.0, help="(d)'s measuring window")
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline of each wait (s)")
-    parser.add_argument("--only", default="abcd", help="which parts to run, such as 'ac'")
+    parser.add_argument("--only", default="abefcd",
+                        help="which parts to run, such as 'ac'")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     began = time.monotonic()
@@ -286,6 +382,20 @@ def main(argv: list[str]) -> int:
             project.write_workflow("paced", paced)
             got = ui_latency(project, base, args.runs, args.timeout)
             print(f"  (b) trace event appended -> in the dashboard's event stream,"
+                  f" {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
+            print(f"      {summary(got)}")
+        if "e" in args.only:
+            project = bench_project(base, "e", home, "node")
+            project.write_workflow("paced", paced)
+            got = app_latency(project, args.runs, args.timeout)
+            print(f"  (e) trace event appended -> painted by `view`'s run screen (Textual,"
+                  f" headless), {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
+            print(f"      {summary(got)}")
+        if "f" in args.only:
+            project = bench_project(base, "f", home, "node")
+            project.write_workflow("paced", paced)
+            got = page_latency(project, base, args.runs, args.timeout)
+            print(f"  (f) trace event appended -> shown on the run page in Chromium,"
                   f" {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
             print(f"      {summary(got)}")
         if "c" in args.only:
