@@ -297,8 +297,39 @@ def big_list(base: Path, home: Path, count: int) -> dict[str, Any]:
             status, body = _get(where, "/", token)
             paints.append((time.perf_counter() - began) * 1000)
         out.update(status=status, bytes=len(body), paint_ms=paints,
+                   browser_ms=_browser_paints(where, token),
                    rss_mb=psutil.Process(proc.pid).memory_info().rss / 2**20)
     return out
+
+
+def _browser_paints(where: str, token: str, rounds: int = 5) -> list[float]:
+    """The list page's first contentful paint in a real Chromium (navigation start ->
+    the rows on screen), each round a new page."""
+    from playwright.sync_api import sync_playwright
+
+    out = []
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path="/usr/bin/chromium", headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        for _ in range(rounds + 1):
+            page = chromium.new_page()
+            page.goto(f"http://{where}/?token={token}")
+            fcp = page.evaluate(
+                "() => new Promise((done) => new PerformanceObserver((list) => {"
+                " for (const e of list.getEntries()) if (e.name === 'first-contentful-paint')"
+                " done(e.startTime); }).observe({type: 'paint', buffered: true}))")
+            out.append(float(fcp))
+            if os.environ.get("VIEW_BENCH_DEBUG"):
+                print(page.evaluate("() => JSON.stringify([performance.getEntriesByType("
+                                    "'navigation')[0], ...performance.getEntriesByType("
+                                    "'resource')].map(e => [e.name.slice(-30), "
+                                    "Math.round(e.startTime), Math.round(e.responseStart),"
+                                    " Math.round(e.responseEnd)]))"))
+            page.close()
+        chromium.close()
+    return out[1:]  # the first warms the browser's caches: not the figure
 
 
 def busy_cpu(project: Project, base: Path, runs: int, rate: float, seconds: float
@@ -401,7 +432,8 @@ def main(argv: list[str]) -> int:
         if "c" in args.only:
             r = big_list(base, home, args.store_runs)
             print(f"  (c) run list of a {args.store_runs}-run store ({r['shown']} shown):"
-                  f" page {summary(r['paint_ms'])} (goal <= 300 ms), document alone"
+                  f" first paint in Chromium {summary(r['browser_ms'])} (goal <= 300 ms);"
+                  f" the page's response {summary(r['paint_ms'])}, the document alone"
                   f" {r['doc_ms']:.0f} ms; server RSS {r['rss_mb']:.0f} MB (goal <= 80 MB)")
         if "d" in args.only:
             project = bench_project(base, "d", home, "never")
