@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 from html import escape
+from importlib import resources
 from typing import Any
 from urllib.parse import quote
 
