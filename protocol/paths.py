@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from .settingspec import SettingsLike
 
 
+# In a project's state dir, 0600: where a host's dashboard child (`host --ui`) leaves
+# its URL, token included (the child writes it, the host removes it, the CLI reads it).
+UI_URL_NAME = "ui-url"
+
+
 @record(frozen=True)
 class Paths:
     """Where one project's durable state lives."""

@@ -21,10 +21,9 @@ from pathlib import Path
 
 from loguru import logger
 
-from ...protocol.paths import Paths
+from ...protocol.paths import UI_URL_NAME, Paths
 from ...protocol.spawn import DEVNULL, Popen, TimeoutExpired, spawn
 
-URL_FILE = "ui-url"
 FIRST_DELAY_S, MAX_DELAY_S = 1.0, 60.0
 
 
@@ -36,7 +35,7 @@ def ui_argv(project: Path, url_file: Path, actions: bool = False) -> list[str]:
 class Dashboard:
     def __init__(self, paths: Paths) -> None:
         self.paths = paths
-        self.url_file = paths.state_dir / URL_FILE
+        self.url_file = paths.state_dir / UI_URL_NAME
         self._stop = threading.Event()
         self._proc: Popen[bytes] | None = None
         self._lock = threading.Lock()

@@ -32,7 +32,6 @@ from .security import Access
 from .source import StreamSource
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-URL_FILE = "ui-url"  # in the project's state dir, 0600: where `host --ui` leaves the URL
 
 
 class _Server(uvicorn.Server):

@@ -9,6 +9,7 @@ import the worker or another command module.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.errors import ExitCode, UsageError
-from ....protocol.paths import Paths
+from ....protocol.paths import UI_URL_NAME, Paths
 from ....protocol.settingspec import SettingsLike
 from ....protocol.states import CLAIMED
 from ....protocol.store import open_store
@@ -180,15 +181,46 @@ def _logs(paths: Paths, follow: bool) -> int:
     return ExitCode.OK
 
 
+UI_URL_WAIT_S = 10.0  # the dashboard child starts after the host is ready
+
+
 def _background(paths: Paths, argv: list[str], timeout: float | None, as_json: bool) -> None:
+    # A file left by a host that was killed is not this host's dashboard: wait for a newer one.
+    url_file = paths.state_dir / UI_URL_NAME if "--ui" in argv else None
+    left = _mtime(url_file) if url_file is not None else None
     host, log = start_background(paths, argv,
                                  timeout=START_TIMEOUT_S if timeout is None else timeout)
     if as_json:
         emit_json({"pid": host.pid, "runnerId": host.runner_id, "log": str(log),
-                   "project": str(paths.project)})
-    else:
-        typer.echo(f"pi-workflows host: running in the background, pid {host.pid};"
-                   f" log {log}; stop it with `{cli(paths.project, 'host', '--stop')}`")
+                   "project": str(paths.project),
+                   **({} if url_file is None else {"uiUrlFile": str(url_file)})})
+        return
+    typer.echo(f"pi-workflows host: running in the background, pid {host.pid};"
+               f" log {log}; stop it with `{cli(paths.project, 'host', '--stop')}`")
+    if url_file is not None:
+        url = _wait_for_url(url_file, left, UI_URL_WAIT_S)
+        typer.echo(f"pi-workflows host: dashboard at {url}" if url else
+                   f"pi-workflows host: the dashboard's URL will be in {url_file}")
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _wait_for_url(path: Path, left: int | None, seconds: float) -> str | None:
+    """The dashboard child's URL once it has written it (it starts after the host);
+    ``left``: the modification time of a file an earlier host left, not to be read."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            text = path.read_text().strip()
+            if text.startswith("http://") and _mtime(path) != left:
+                return text
+        time.sleep(0.05)  # a file another process writes: no event to wait on
+    return None
 
 
 def _stop(settings: SettingsLike, paths: Paths, timeout: float | None, as_json: bool) -> None:
