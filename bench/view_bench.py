@@ -39,6 +39,7 @@ from pi_workflows.protocol.store import Store
 from pi_workflows.supervisor.views.stream import ListQuery, ViewStream
 
 from e2e.harness import HarnessError, Project
+from e2e.ui_kit import CHROMIUM, CHROMIUM_ARGS
 
 from .host_common import PROJECTS, bench_project, finish_bench, host_running, load_average, summary
 from .sync_bench import fill, run_changed
@@ -257,10 +258,8 @@ def page_latency(project: Project, base: Path, runs: int, timeout: float) -> lis
     with project.store() as store, host_running(project, 1, "host-f.log"), \
             ui_server(project, base / "ui-f.log") as (_, where, token), \
             sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=CHROMIUM_ARGS)
         page = chromium.new_page()
         for _ in range(runs):
             run_id = project.enqueue(store, "paced")[0]
@@ -309,10 +308,8 @@ def _browser_paints(where: str, token: str, rounds: int = 5) -> list[float]:
 
     out = []
     with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
+        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                     args=CHROMIUM_ARGS)
         for _ in range(rounds + 1):
             page = chromium.new_page()
             page.goto(f"http://{where}/?token={token}")

@@ -4,7 +4,8 @@ Owns ``HOLD``, a node factory ``hold(name)`` whose node records that it
 started (``<name>.started`` in the project) and blocks until the test
 creates the ``release`` file (or the run is cancelled); ``REVIEW``, a
 draft -> checkpoint -> publish workflow; ``ONE_NODE``, a workflow of one
-compute node. Plain strings: imports nothing, and must never import pytest,
+compute node; ``GATE_CONTROLLER``, a controller that settles a resource Ready at
+once. Plain strings: imports nothing, and must never import pytest,
 a conftest or a test module.
 """
 
@@ -45,3 +46,20 @@ ONE_NODE = """
 from pi_workflows import define_workflow, compute
 workflow = define_workflow(start_at="one", nodes=[compute("one", lambda ctx: {"ok": 1})])
 """
+
+
+# A controller that settles each resource Ready at once (``Done``, "n=<spec n>") and
+# removes its finalizer on deletion: the controller e2e tests' smallest real one.
+GATE_CONTROLLER = '''
+from pi_workflows import define_controller
+
+def reconcile(ctx, resource):
+    if resource.metadata.deletion_requested:
+        ctx.remove_finalizer()
+        ctx.settled()
+        return
+    ctx.settled({"conditions": [{"type": "Ready", "status": "true", "reason": "Done",
+                                 "message": "n=" + str(resource.spec.get("n"))}]})
+
+controller = define_controller(name="gate", initial_status=lambda spec: {}, reconcile=reconcile)
+'''

@@ -14,22 +14,11 @@ from .harness import Project, wait_for
 from .pi_env import PiRpc
 from .piext_kit import STEP_S, extension_drill, steps, ui
 from .scripted_model import Text
+from .snippets import GATE_CONTROLLER
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
-CONTROLLER = '''
-from pi_workflows import define_controller
 
-def reconcile(ctx, resource):
-    if resource.metadata.deletion_requested:
-        ctx.remove_finalizer()
-        ctx.settled()
-        return
-    ctx.settled({"conditions": [{"type": "Ready", "status": "true", "reason": "Done",
-                                 "message": "n=" + str(resource.spec.get("n"))}]})
-
-controller = define_controller(name="gate", initial_status=lambda spec: {}, reconcile=reconcile)
-'''
 KEY = "pi-workflows-controllers"
 
 
@@ -63,7 +52,7 @@ def test_controller_command_and_the_footers_not_ready_count(project: Project,
                                                             tmp_path: Path) -> None:
     folder = project.root / ".pi" / "workflows"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gate.controller.py").write_text(CONTROLLER)
+    (folder / "gate.controller.py").write_text(GATE_CONTROLLER)
     with extension_drill(project, steps(Text("ok")), tmp_path / "pi") as drill:
         pi = drill.open()
         usage = _command(pi, "/controller", "/controller [list", "warning")

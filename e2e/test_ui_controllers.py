@@ -9,25 +9,14 @@ from pathlib import Path
 import pytest
 
 from .harness import Project
+from .snippets import GATE_CONTROLLER
 from .ui_kit import CHROMIUM, artifacts, browser, screenshot, ui_server
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not os.path.exists(CHROMIUM),
                                  reason=f"{CHROMIUM} is missing (apt-get install chromium)")]
 
-CONTROLLER = '''
-from pi_workflows import define_controller
 
-def reconcile(ctx, resource):
-    if resource.metadata.deletion_requested:
-        ctx.remove_finalizer()
-        ctx.settled()
-        return
-    ctx.settled({"conditions": [{"type": "Ready", "status": "true", "reason": "Done",
-                                 "message": "n=" + str(resource.spec.get("n"))}]})
-
-controller = define_controller(name="gate", initial_status=lambda spec: {}, reconcile=reconcile)
-'''
 EXPECT_MS = 30_000
 
 
@@ -38,7 +27,7 @@ def test_a_resource_appears_and_turns_ready_on_the_open_page(project: Project,
 
     folder = project.root / ".pi" / "workflows"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "gate.controller.py").write_text(CONTROLLER)
+    (folder / "gate.controller.py").write_text(GATE_CONTROLLER)
     shots = artifacts(tmp_path / "shots")
     with ui_server(project) as ui, browser() as chromium:
         page = chromium.new_page(viewport={"width": 1280, "height": 600})

@@ -9,7 +9,10 @@ with the fast command line). Imports typer, ``protocol``,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -86,6 +89,18 @@ def plain_help(command: object) -> None:
 def project_context(project: Path | None) -> tuple[SettingsLike, Paths]:
     settings = current_settings()  # pydantic only for the unusual cases
     return settings, resolve_paths(settings, project or Path.cwd())
+
+
+def terminal_columns() -> int | None:
+    """The terminal's columns (``COLUMNS`` first, as shells set it), or None when
+    standard output is not a terminal and ``COLUMNS`` says nothing."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isascii() and columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if sys.stdout.isatty():
+        with contextlib.suppress(OSError, ValueError):
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    return None
 
 
 def emit_json(value: Any) -> None:

@@ -10,7 +10,6 @@ another command module.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from pathlib import Path
@@ -39,7 +38,7 @@ from ...views.runref import resolve_run
 from ...views.wording import cli
 from ..completion import workflow_names
 from ..isolated import load_summary
-from ..options import ProjectOpt, project_context
+from ..options import ProjectOpt, project_context, terminal_columns
 
 FORMATS = ("text", "svg", "dot")
 
@@ -93,17 +92,6 @@ def _from_run(settings: SettingsLike, paths: Paths, text: str
     return snap, node_states(dict(raw), events, nodes=ids)
 
 
-def _width() -> int | None:
-    """The terminal's columns, when stdout is one (or ``COLUMNS`` says); None: no limit."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isascii() and columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if sys.stdout.isatty():
-        with contextlib.suppress(OSError, ValueError):
-            return os.get_terminal_size(sys.stdout.fileno()).columns
-    return None
-
-
 def graph_command(
     target: Annotated[str, typer.Argument(
         metavar="WORKFLOW|RUN", show_default=False, autocompletion=workflow_names,
@@ -142,7 +130,7 @@ def graph_command(
     elif fmt == "svg":
         drawn = render_svg(layout(snap), states)
     else:
-        drawn = render_text(layout(snap), states, width=None if output else _width())
+        drawn = render_text(layout(snap), states, width=None if output else terminal_columns())
     if output is None:
         sys.stdout.write(drawn)
         return

@@ -12,9 +12,7 @@ command module.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -42,6 +40,7 @@ from ..options import (
     project_context,
     run_text,
     session_id,
+    terminal_columns,
 )
 
 
@@ -95,14 +94,8 @@ def status_command(
 
 
 def _width() -> int:
-    """The terminal's columns (``COLUMNS`` first, as shells set it); a fixed width otherwise."""
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isascii() and columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    if sys.stdout.isatty():
-        with contextlib.suppress(OSError, ValueError):
-            return os.get_terminal_size(sys.stdout.fileno()).columns
-    return FIXED_WIDTH
+    """The terminal's columns; a fixed width when there is none to go by."""
+    return terminal_columns() or FIXED_WIDTH
 
 
 def list_command(
