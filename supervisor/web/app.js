@@ -136,9 +136,17 @@ function renderRun(doc) {
   trace.replaceChildren(...(doc.trace || []).map((ev) => el("li", {},
     el("code", {}, ev.type || ev.event || "event"), " ", ev.nodeId || ev.node || "")));
   const chat = document.getElementById("conversation");
-  chat.replaceChildren(...(doc.conversation || []).map((r) => el("div", { class: "msg " + (r.kind || "") },
-    el("span", { class: "who" }, r.kind === "text" ? (r.role || "agent") : (r.tool || r.name || r.kind)),
-    el("pre", {}, r.text ?? pretty(r.args ?? r.result ?? "")))));
+  const transcript = doc.transcript || [];
+  if (transcript.length) {  // Pi's own session file: both sides of the conversation
+    chat.replaceChildren(...transcript.map((m) => el("div", { class: "msg " + m.role + (m.isError ? " error" : "") },
+      el("span", { class: "who" }, m.role === "tool" ? "tool " + (m.tool || "") : m.role),
+      m.text ? el("pre", {}, m.text) : null,
+      ...(m.tools || []).map((t) => el("pre", { class: "tool-call" }, "→ " + t.name + " " + t.arguments)))));
+  } else {  // no session file (yet): the capture of each attempt
+    chat.replaceChildren(...(doc.conversation || []).map((r) => el("div", { class: "msg " + (r.kind || "") },
+      el("span", { class: "who" }, r.kind === "text" ? (r.role || "agent") : (r.tool || r.name || r.kind)),
+      el("pre", {}, r.text ?? pretty(r.args ?? r.result ?? "")))));
+  }
   renderInspector();
   renderActions(doc);
 }

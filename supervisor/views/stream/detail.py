@@ -21,14 +21,16 @@ from typing import Any
 from ....protocol.bundle import Bundle, BundleCorrupt
 from ....protocol.clock import now_ms
 from ....protocol.errors import NotFound
+from ....protocol.pibin import SESSION_FILE
 from ....protocol.store import Store
 from ..follower import JsonTail
 from ..graph.states import node_states
 from ..status import chain, run_status, shown_state
 from ..steplogs import fold_steps
 from .runs import summary
+from .transcript import transcript_entry
 
-MAX_RECORDS = 20_000  # of shell output and of agent capture each: past it, the rest is cut
+MAX_RECORDS = 20_000  # of shell output, agent capture and transcript each: past it, cut
 
 
 class RunDetail:
@@ -42,10 +44,12 @@ class RunDetail:
         self._trace_tail = JsonTail(self.bundle.trace_path)
         self._output_tail = JsonTail(self.bundle.output_path)
         self._capture_tail = JsonTail(self.bundle.session_dir / "events.ndjson")
+        self._session_tail = JsonTail(self.bundle.session_dir / SESSION_FILE)
         self.trace: list[dict[str, Any]] = []
         self.output: list[dict[str, Any]] = []
         self.conversation: list[dict[str, Any]] = []
-        self.cut = {"output": False, "conversation": False}
+        self.transcript: list[dict[str, Any]] = []
+        self.cut = {"output": False, "conversation": False, "transcript": False}
         self._seq = 0
         self._graph: dict[str, Any] | None = None
 
@@ -64,11 +68,19 @@ class RunDetail:
                     self.cut[name] = True
                     break
                 into.append(record)
+        for record in self._session_tail.records():
+            entry = transcript_entry(record)
+            if entry is None:
+                continue
+            if len(self.transcript) >= MAX_RECORDS:
+                self.cut["transcript"] = True
+                break
+            self.transcript.append(entry)
 
     def watched_paths(self) -> list[Path]:
         b = self.bundle
         return [b.dir, b.trace_path, b.state_path, b.state_log_path, b.output_path,
-                b.session_dir / "events.ndjson", b.manifest_path]
+                b.session_dir / "events.ndjson", b.session_dir / SESSION_FILE, b.manifest_path]
 
     def doc(self, now: int | None = None) -> dict[str, Any]:
         at = now_ms() if now is None else now
@@ -109,7 +121,8 @@ class RunDetail:
         return {"kind": "run", "at": at, "runId": self.run_id, "run": run,
                 "graph": self._graph, "nodes": nodes, "steps": steps,
                 "trace": list(self.trace), "output": list(self.output),
-                "conversation": list(self.conversation), "cut": dict(self.cut),
+                "conversation": list(self.conversation), "transcript": list(self.transcript),
+                "cut": dict(self.cut),
                 "chain": members, "bundle": bundle_word}
 
 

@@ -271,3 +271,44 @@ def test_a_project_without_a_store_shows_its_first_run_when_the_store_appears(
         _until(runs, lambda d: [r["runId"] for r in d["runs"]] == [
             "20261201T000000Z-first-00000001"], runs.doc)
         _until(ctl, lambda d: [r["key"] for r in d["resources"]] == ["k1"], ctl.doc)
+
+
+PI_SESSION = [
+    {"type": "session", "version": 3, "id": "s1", "timestamp": "2026-12-02T16:19:26Z",
+     "cwd": "/x"},
+    {"type": "model_change", "id": "m1", "provider": "scripted", "modelId": "m"},
+    {"type": "message", "id": "u1", "timestamp": "2026-12-02T16:19:27Z",
+     "message": {"role": "user", "content": [{"type": "text", "text": "Find the files"}]}},
+    {"type": "message", "id": "a1", "timestamp": "2026-12-02T16:19:28Z",
+     "message": {"role": "assistant", "content": [
+         {"type": "text", "text": "x" * 9000},
+         {"type": "toolCall", "id": "c1", "name": "workflow",
+          "arguments": {"action": "submit", "output": ["a.bin"]}}]}},
+]
+
+
+def test_the_transcript_is_read_from_pis_session_file_as_it_grows(h: Harness) -> None:
+    h.write("quick", QUICK)
+    run = h.launch("quick", {})
+    h.execute(run)
+    session = h.bundle(run).session_dir
+    session.mkdir(exist_ok=True)
+    path = session / "pi-session.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in PI_SESSION))
+    with _stream(h).subscribe_run(run) as sub:
+        doc = sub.doc
+        assert [(e["role"], e["id"]) for e in doc["transcript"]] == [
+            ("user", "u1"), ("assistant", "a1")]
+        assert doc["transcript"][0]["text"] == "Find the files"
+        said = doc["transcript"][1]
+        assert said["text"].startswith("x" * 8000) and "1000 more" in said["text"]
+        assert said["tools"] == [{"name": "workflow", "arguments":
+                                  '{"action": "submit", "output": ["a.bin"]}'}]
+        with open(path, "a") as fh:
+            fh.write(json.dumps({"type": "message", "id": "t1", "message": {
+                "role": "toolResult", "toolName": "workflow", "isError": False,
+                "content": [{"type": "text", "text": "Accepted"}]}}) + "\n")
+        doc = _until(sub, lambda d: len(d["transcript"]) == 3, doc)
+        assert doc["transcript"][2] | {} == {"id": "t1", "at": None, "role": "tool",
+                                            "text": "Accepted", "tools": [],
+                                            "isError": False, "tool": "workflow"}
