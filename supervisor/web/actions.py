@@ -44,14 +44,11 @@ class Actions:
         if len(text or "") > MAX_ANSWER:
             raise UsageError(f"the answer is longer than {MAX_ANSWER} characters",
                              code="bad_answer")
-        value: Any
-        if choice:
-            # As `answer RUN LABEL [TEXT]` gives it: the session layer checks the label.
-            value = choice if not text else f"{choice} {text}"
-        elif text and text.strip():
-            value = text
-        else:
+        if not choice and not (text and text.strip()):
             raise UsageError("give an answer (a choice or some text)", code="bad_answer")
+        # As `answer RUN LABEL [TEXT]` gives it (the words joined, refused unless
+        # UTF-8): the session layer checks the label.
+        value = actions.answer_value([w for w in (choice, text) if w], None, None)
         answered, row, given = actions.answer(self.settings, self.paths, run, value,
                                               force=False, owner=None)
         return {**actions.answer_json(answered, row, given),
