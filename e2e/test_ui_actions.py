@@ -6,7 +6,8 @@ continuation runs to completion; cancel stops a running shell step; a run
 paused on the command line is resumed from the page and completes; a
 finished run is forked from a selected node and the page links to the
 fork; a POST without the CSRF token is refused 403 and the run's queue row
-stays as it was.
+stays as it was; a run parked on a changed workflow file is not resumed
+from the page, which names the command line's ``resume --force``.
 """
 
 from __future__ import annotations
@@ -266,3 +267,33 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
     project.release()
     wait_for(lambda: _status(project, run) == "completed", 60, what="the run to finish")
     assert ui.proc.returncode == 0
+
+
+@pytest.mark.timeout(180)
+def test_the_page_leaves_a_changed_workflow_file_to_the_command_line(
+        project: Project) -> None:
+    from playwright.sync_api import expect
+
+    flow = project.write_workflow("gated", GATED)
+    project.start_host()
+    run = project.detach("gated")
+    wait_for(lambda: project.row(run).state == "running", 60, what="the run to start")
+    project.cli("pause", run, "--no-wait")
+    project.release()
+    wait_for(lambda: project.row(run).error_code == "paused", 60, what="the run to park paused")
+    flow.write_text(flow.read_text() + "# changed while it was paused\n")
+    with ui_server(project, "--actions") as ui, browser() as chromium:
+        page = _open_run(chromium, ui, run)
+        resume = page.get_by_role("button", name="resume")
+        resume.click()  # the host takes it, finds the file changed and parks it again
+        wait_for(lambda: project.row(run).error_code == "source_changed", 60,
+                 what="the run to park on its changed file")
+        expect(resume).to_be_visible(timeout=EXPECT_MS)
+        resume.click()
+        result = page.locator("#action-result")
+        expect(result).to_have_class("refused", timeout=EXPECT_MS)
+        expect(result).to_contain_text(f"pi-workflows resume {run} --force")
+    assert ui.proc.returncode == 0
+    assert project.row(run).error_code == "source_changed"  # refused: nothing changed
+    project.cli("resume", run, "--force")
+    wait_for(lambda: _status(project, run) == "completed", 60, what="the forced resume")
