@@ -1,13 +1,15 @@
-"""What ``run --detach``, ``answer`` and ``cancel`` do, without typer or pydantic.
+"""What ``run --detach``, ``answer``, ``cancel`` and ``fork`` do, without typer or pydantic.
 
 Owns queueing a detached run, answering a waiting run (a continuation
 queued for the host), requesting a cancel and waiting for it to settle,
-and poking the host (saying on stderr when none runs). The typer commands
-(``supervisor.cli.commands.run``, ``.answer`` and ``.cancel``) print the
-results; the fast command line (``supervisor.cli.main``) prints the same
-``--json`` objects from the same calls. Imports ``protocol``,
-``views.runref`` and the session wing's cancel, preflight, run input and
-sync; never ``host``, ``cli`` or the worker.
+queueing a fork (``session.fork`` checks and writes it) and poking the
+host (saying on stderr when none runs). The typer commands
+(``supervisor.cli.commands.run``, ``.answer``, ``.cancel`` and ``.fork``)
+and the dashboard (``web.actions``) call these and word the results; the
+fast command line (``supervisor.cli.main``) prints the same ``--json``
+objects from the same calls. Imports ``protocol``, ``views.runref`` and
+the session wing's cancel, fork, preflight, run input and sync; never
+``host``, ``cli``, ``web`` or the worker.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.agentenv import differences, provider_env_names, resolve_agent_dir
 from ...protocol.definitions.discovery import resolve_for
@@ -34,6 +36,9 @@ from ..views.wording import cli
 from . import cancel
 from .launch import Prepared, prepare_continuation, prepare_run
 from .runinput import json_input, require_utf8
+
+if TYPE_CHECKING:
+    from .fork import ForkPlan
 
 
 def wake_host(store: Store, paths: Paths) -> bool:
@@ -153,6 +158,24 @@ def cancel_run(settings: SettingsLike, paths: Paths, text: str, *, no_wait: bool
         if not no_wait:
             result = cancel.settle_wait(store, paths.runs_dir, run, fsync=settings.fsync)
     return result, was_waiting
+
+
+def fork(settings: SettingsLike, paths: Paths, text: str, from_node: str | None, *,
+         force: bool, owner: str | None) -> tuple[ForkPlan, QueueRow]:
+    """Queue a fork of the run ``text`` names at ``from_node`` (None: ``fork_run``'s
+    default) for the host; (the plan, the fork's row). ``owner``: the session notified."""
+    # Here, not at the top: the fast command line's answer and cancel import this
+    # module and never need the fork's bundle rebuilding.
+    from .fork import fork_run
+
+    with project_store(settings, paths) as store:
+        row = existing_row(store, text, paths)
+        plan, queued = fork_run(store, paths.runs_dir, row, from_node, force=force,
+                                notify_session=owner, fsync=settings.fsync,
+                                project=paths.project,
+                                agent_dir=resolve_agent_dir(settings.pi_agent_dir))
+        wake_host(store, paths)
+    return plan, queued
 
 
 def answer_value(text: list[str] | None, input_json: str | None, input_file: str | None) -> Any:

@@ -3,27 +3,25 @@
 Owns turning a POST's fields into the session layer's calls, the same ones
 the CLI makes: ``session.actions.answer`` (a human decision's answer is
 checked there and refused before anything is written), ``cancel_run``
-(without waiting: the page follows the run live), ``session.fork.fork_run``
-with ``wake_host``, and resume as the ``resume`` command does it for a
-host (withdraw a pause, unpause, unblock; a changed workflow file is
-refused: the command line's ``--force`` decides that). Each returns a short
-sentence for the page. Imports ``protocol``, ``views`` and ``session``;
-never ``cli``, ``host``, the worker or another sibling.
+(without waiting: the page follows the run live), ``session.actions.fork``,
+and ``session.resume.lift`` then ``wake_host``, as ``resume`` does for a
+host (a changed workflow file is refused: the command line's ``--force``
+decides that). Each returns a short sentence for the page. Imports
+``protocol``, ``views`` and ``session``; never ``cli``, ``host``, the worker
+or another sibling.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...protocol.agentenv import resolve_agent_dir
 from ...protocol.errors import UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
-from ...protocol.states import CLAIMED, PAUSED_CODE, TERMINAL, QueueState
 from ..session import actions
-from ..session.fork import fork_run
-from ..views.holds import chat_hold, hold_text
+from ..session.resume import lift
 from ..views.runref import existing_row, project_store
+from ..views.wording import cli
 
 MAX_ANSWER = 16 * 1024
 
@@ -46,14 +44,11 @@ class Actions:
         if len(text or "") > MAX_ANSWER:
             raise UsageError(f"the answer is longer than {MAX_ANSWER} characters",
                              code="bad_answer")
-        value: Any
-        if choice:
-            # As `answer RUN LABEL [TEXT]` gives it: the session layer checks the label.
-            value = choice if not text else f"{choice} {text}"
-        elif text and text.strip():
-            value = text
-        else:
+        if not choice and not (text and text.strip()):
             raise UsageError("give an answer (a choice or some text)", code="bad_answer")
+        # As `answer RUN LABEL [TEXT]` gives it (the words joined, refused unless
+        # UTF-8): the session layer checks the label.
+        value = actions.answer_value([w for w in (choice, text) if w], None, None)
         answered, row, given = actions.answer(self.settings, self.paths, run, value,
                                               force=False, owner=None)
         return {**actions.answer_json(answered, row, given),
@@ -67,38 +62,22 @@ class Actions:
         with project_store(self.settings, self.paths) as store:
             row = existing_row(store, run, self.paths)
             run = row.run_id
-            hold = chat_hold(store, row)
-            if hold is not None:
-                raise UsageError(f"run {run} waits: it is {hold_text(hold)}; it resumes when"
-                                 " that chat ends", code="held")
-            paused = row.error_code == PAUSED_CODE and row.state not in TERMINAL
-            if paused and row.state in CLAIMED:
-                row = store.unpause(run)
-                return {"runId": run, "state": row.state,
+            # The page has no --force: a changed workflow file is accepted on the
+            # command line, after a look at the change.
+            lifted = lift(store, self.paths.runs_dir, row, force=False,
+                          fsync=self.settings.fsync,
+                          force_hint=f"`{cli(self.paths.project, 'resume', run, '--force')}`")
+            if lifted.withdrawn:
+                return {"runId": run, "state": lifted.row.state,
                         "message": "pause withdrawn; it goes on running"}
-            if row.state != QueueState.PARKED and not paused:
-                raise UsageError(f"run {run} is {row.state}; only a paused or parked run can"
-                                 " be resumed", code="not_parked")
-            if paused:
-                row = store.unpause(run)
-            elif row.error_code == "source_changed":
-                raise UsageError(f"run {run} waits because its workflow file changed since it"
-                                 " started; check the change, then `pi-workflows resume"
-                                 f" {run} --force`", code="source_changed")
-            elif row.error_code is not None:
-                row = store.unblock(run)
             actions.wake_host(store, self.paths)
-        return {"runId": run, "state": row.state, "message": f"resumed: {row.state}"}
+        return {"runId": run, "state": lifted.row.state,
+                "message": f"resumed: {lifted.row.state}"}
 
     def fork(self, run: str, from_node: str | None) -> dict[str, Any]:
         if from_node is not None and not isinstance(from_node, str):
             raise UsageError("from must be a node id", code="bad_fork")
-        with project_store(self.settings, self.paths) as store:
-            row = existing_row(store, run, self.paths)
-            plan, queued = fork_run(store, self.paths.runs_dir, row, from_node or None,
-                                    force=False, notify_session=None,
-                                    fsync=self.settings.fsync, project=self.paths.project,
-                                    agent_dir=resolve_agent_dir(self.settings.pi_agent_dir))
-            actions.wake_host(store, self.paths)
+        plan, queued = actions.fork(self.settings, self.paths, run, from_node or None,
+                                    force=False, owner=None)
         return {"runId": queued.run_id, "forkedFrom": plan.original, "forkNode": plan.node,
                 "message": f"forked from {plan.node}: {queued.run_id} queued"}

@@ -1,7 +1,8 @@
 """The ``fork`` command: a new run from one node of a run that has ended.
 
 Owns parsing ``fork``'s arguments and printing its result; the rules and
-the writes are ``supervisor.session.fork``'s. ``register(app)`` adds the command.
+the writes are ``supervisor.session.fork``'s, queued through
+``supervisor.session.actions`` (as the dashboard does). ``register(app)`` adds the command.
 Imports typer, ``protocol`` and the shared CLI options; must not import the
 worker or another command module.
 """
@@ -15,10 +16,7 @@ from typing import Annotated
 
 import typer
 
-from ....protocol.agentenv import resolve_agent_dir
-from ...session.actions import wake_host
-from ...session.fork import fork_run
-from ...views.runref import existing_row, project_store
+from ...session import actions
 from ..options import (
     JsonOpt,
     ProjectOpt,
@@ -55,14 +53,8 @@ def fork_command(
     """
     settings, paths = project_context(project)
     owner = session_id(session)
-    with project_store(settings, paths) as store:
-        row = existing_row(store, run, paths)
-        run = row.run_id
-        plan, queued = fork_run(store, paths.runs_dir, row, from_node, force=force,
-                                notify_session=owner, fsync=settings.fsync,
-                                project=paths.project,
-                                agent_dir=resolve_agent_dir(settings.pi_agent_dir))
-        wake_host(store, paths)
+    plan, queued = actions.fork(settings, paths, run, from_node, force=force, owner=owner)
+    run = plan.original
     if plan.mismatch is not None:
         with contextlib.suppress(OSError):
             sys.stderr.write(f"pi-workflows: the workflow file changed since {run} started;"

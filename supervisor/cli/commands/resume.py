@@ -1,9 +1,10 @@
 """The ``resume`` command: a parked run, for the host or here.
 
-Owns parsing ``resume``'s arguments and printing its result: unblocking a
-parked run (accepting a changed workflow file with ``--force``:
-``protocol.settle``), then waking the host or driving the run in this
-terminal with the session runner (``supervisor.session.runner``).
+Owns parsing ``resume``'s arguments and printing its result: freeing the
+run (``supervisor.session.resume``, shared with the dashboard; a changed
+workflow file is accepted with ``--force``), then waking the host or
+driving the run in this terminal with the session runner
+(``supervisor.session.runner``).
 ``register(app)`` adds the command. Must not import the worker or another
 command module.
 """
@@ -16,13 +17,11 @@ from typing import Annotated
 
 import typer
 
-from ....protocol.errors import UsageError
-from ....protocol.settle import repin_source
-from ....protocol.states import CLAIMED, PAUSED_CODE, TERMINAL, QueueState
+from ....protocol.states import QueueState
 from ...session.actions import wake_host
 from ...session.lifeline import stdin_lifeline
+from ...session.resume import lift
 from ...session.runner import session_runner
-from ...views.holds import chat_hold, hold_text
 from ...views.runref import existing_row as _existing
 from ...views.runref import project_store as _store
 from ...views.runview import terminal_view
@@ -69,33 +68,12 @@ def resume_command(
     with _store(settings, paths) as store:
         row = _existing(store, run, paths)
         run = row.run_id
-        hold = chat_hold(store, row)
-        if hold is not None:
-            raise UsageError(f"run {run} waits: it is {hold_text(hold)}; it resumes when that"
-                             " chat ends (leave Pi there)", code="held")
-        paused = row.error_code == PAUSED_CODE and row.state not in TERMINAL
-        if paused and row.state in CLAIMED:
-            # Asked to pause, not there yet: the request is withdrawn, it goes on.
-            row = store.unpause(run)
+        lifted = lift(store, paths.runs_dir, row, force=force, fsync=settings.fsync)
+        row, paused = lifted.row, lifted.paused
+        if lifted.withdrawn:
             _said(as_json, {"runId": run, "state": row.state, "forced": False},
                   f"{run}: pause withdrawn; it goes on running")
             return
-        if row.state != QueueState.PARKED and not paused:
-            raise UsageError(f"run {run} is {row.state}; only a paused or parked run can be"
-                             " resumed", code="not_parked")
-        if paused:
-            row = store.unpause(run)  # the host (or --here, below) takes it from here
-        elif row.error_code == "source_changed":
-            if not force:
-                raise UsageError(
-                    f"run {run} waits because its workflow file changed since it started;"
-                    " check the change, then resume with --force (or cancel the run)",
-                    code="source_changed")
-            row = repin_source(store, paths.runs_dir, run, fsync=settings.fsync)
-        elif row.error_code is not None:
-            # Parked blocked for a person (a bundle that stayed locked, a crash
-            # loop that could not be recorded): this is that person.
-            row = store.unblock(run)
         if here or owner is not None:
             with terminal_view(typer.echo, project=paths.project, quiet=as_json) as view, \
                     session_runner(store, settings, paths, view=view) as runner:
