@@ -187,7 +187,9 @@ function renderActions(doc) {
     return b;
   }));
   document.getElementById("cancel").hidden = finished || (waiting && false);
-  document.getElementById("resume").hidden = run.queueState !== "parked";
+  // Parked (paused, or given back by a host), or asked to pause and not there yet:
+  // what `resume` frees; the server says why when it cannot.
+  document.getElementById("resume").hidden = !(run.queueState === "parked" || run.paused || run.pauseRequested);
   document.getElementById("fork").hidden = !finished;
 }
 

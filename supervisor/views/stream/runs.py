@@ -74,6 +74,7 @@ def summary(info: dict[str, Any], depth: int, runs_dir: Path, now: int) -> dict[
         "forkedFrom": info.get("forkedFrom"), "forks": list(info.get("forks") or []),
         "controller": None if not owner else {"controller": owner["controller"],
                                               "key": owner["key"]},
+        "paused": bool(info.get("paused")), "pauseRequested": bool(info.get("pauseRequested")),
         "progress": progress, "depth": depth,
     }
 
