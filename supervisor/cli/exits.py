@@ -10,12 +10,14 @@ with ``--debug``. Imports ``protocol.errors`` and ``protocol.diskfull`` only
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 
 from ...protocol.diskfull import is_disk_full
 from ...protocol.errors import ExitCode, PiWorkflowsError, UsageError
 
 INTERRUPTED = 130
+READER_GONE = 141  # what a shell reports for a death by SIGPIPE: whoever read our output left
 
 
 def fail(message: str, code: int) -> int:
@@ -35,6 +37,14 @@ def exit_for(exc: BaseException, *, debug: bool) -> int:
     """The line and exit code for ``exc``: ours by its code, anything else is a bug."""
     if isinstance(exc, KeyboardInterrupt):
         return fail("interrupted", INTERRUPTED)
+    if isinstance(exc, BrokenPipeError):
+        # The reader of our output went away (a pipe's `head`, a caller that stopped
+        # waiting): not a bug, and nothing to say to a reader that is gone. Output
+        # still buffered goes nowhere, so the interpreter's last flush cannot fail too.
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return READER_GONE
     if debug:
         _trace()
     if isinstance(exc, PiWorkflowsError):
