@@ -37,3 +37,11 @@ def test_the_controllers_event_stream_sends_a_snapshot_then_patches(readonly: Cl
     assert got[0] == "event: snapshot" and '"kind":"controllers"' in got[1]
     assert got[3] == "event: patch"
     assert source.subs and source.subs[0].closed.wait(5)
+
+
+def test_a_snapshot_the_layout_cannot_place_still_gives_a_page() -> None:
+    from pi_workflows.supervisor.web.graphsvg import graph_svg
+    assert "no graph" in graph_svg(None, {})
+    damaged = {"startAt": "a", "nodes": [{"id": "<a>"}], "edges": [{"type": "edge"}]}
+    drawn = graph_svg(damaged, {})
+    assert "<a>" not in drawn and ("&lt;a&gt;" in drawn)
