@@ -249,7 +249,7 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(
     wait_for(lambda: project.row(run).state == "running", 60, what="the run to start")
     before, runs = project.row(run), _runs(project)
     with ui_server(project, "--actions") as ui:
-        cookie = {"Cookie": f"pi_workflows_token={ui.token}"}
+        cookie = {"Cookie": f"pi_workflows_token_{ui.port}={ui.token}"}
         # Everything but the CSRF token is right: the token, the Host, the Origin.
         status, text = _post(ui, f"/runs/{run}/cancel", {}, cookie)
         assert (status, text.strip()) == (403, "forbidden: missing or bad CSRF token")

@@ -14,6 +14,7 @@ screen as a message. Reads only. Imports textual, rich, ``views.stream``
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol
 
@@ -33,6 +34,7 @@ from .replay import Replay
 from .text import LIST_COLUMNS, STEP_COLUMNS, inspector_text, run_cells, run_title, step_cells
 
 POLL_S = 0.25  # how long one next() blocks: also how soon a closed screen's thread ends
+RETRY_S = 2.0  # after an error, the stream is opened again this much later
 
 
 class Sub(Protocol):
@@ -93,13 +95,25 @@ def follow(poster: Any, gen: int, open_sub: Any) -> None:
 
     A patch is posted as ops only when it is the next revision; after a gap
     the whole document is posted again, so the screen never misses a change.
+    An error (an unknown run, a store busy past its timeout while rebuilding) is
+    shown on the screen and the stream opened again after ``RETRY_S``: a thread
+    that raised would end the app with a traceback.
     """
     worker = get_current_worker()
-    try:
-        sub = open_sub()
-    except Exception as exc:  # shown on the screen: a thread has nowhere else to say it
-        poster.post_message(FollowError(gen, str(exc)))
-        return
+    while not worker.is_cancelled:
+        try:
+            _follow_once(poster, gen, open_sub, worker)
+            return
+        except Exception as exc:  # shown on the screen: a thread has nowhere else to say it
+            poster.post_message(FollowError(gen, str(exc) or type(exc).__name__))
+        waited = 0.0
+        while waited < RETRY_S and not worker.is_cancelled:
+            time.sleep(POLL_S)  # a cancel is a flag, not an event: looked at each POLL_S
+            waited += POLL_S
+
+
+def _follow_once(poster: Any, gen: int, open_sub: Any, worker: Any) -> None:
+    sub = open_sub()
     try:
         rev = sub.rev
         poster.post_message(DocMessage(gen, rev, copy.deepcopy(sub.doc), None))
@@ -188,7 +202,9 @@ class ListScreen(Screen[None]):
         if selected in ids:
             table.move_cursor(row=ids.index(selected))
         doc = self.followed.doc
-        shown = f"{len(runs)} of {doc.get('total', len(runs))} runs"
+        # The stream reads only the newest LIMIT runs; past them it says only "more".
+        more = " (more match: narrow the filters)" if doc.get("truncated") else ""
+        shown = f"{len(runs)} runs shown{more}"
         self.query_one("#status", Static).update(shown if runs else "no runs match")
 
     def _show_filters(self) -> None:

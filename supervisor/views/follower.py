@@ -119,32 +119,41 @@ def describe_capture(record: dict[str, Any]) -> str | None:
 
 
 class JsonTail:
-    """Complete JSON lines appended to one file since the last call."""
+    """Complete JSON lines appended to one file since the last call.
+
+    Only complete lines are taken: a torn last line is read again, whole, next
+    time. A file replaced (another inode) or cut shorter than what was read is
+    read again from its start, and ``restarted`` says so until the caller clears
+    it (a reader that keeps what it read drops it then).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
-        self.pending = b""
+        self.inode: int | None = None
+        self.restarted = False
 
     def records(self) -> list[dict[str, Any]]:
         try:
             with open(self.path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_size < self.offset:
-                    # Rewritten shorter (a resume cut a torn tail): read it again;
-                    # the caller skips what it has already seen.
-                    self.offset, self.pending = 0, b""
+                st = os.fstat(fh.fileno())
+                if self.inode is not None and (st.st_ino != self.inode
+                                               or st.st_size < self.offset):
+                    # Rewritten (a resume cut a torn tail) or replaced: read it again.
+                    self.offset, self.restarted = 0, True
+                self.inode = st.st_ino
                 fh.seek(self.offset)
                 chunk = fh.read()
         except FileNotFoundError:
             return []
-        self.offset += len(chunk)
-        *complete, self.pending = (self.pending + chunk).split(b"\n")
+        end = chunk.rfind(b"\n") + 1  # the torn rest waits for its newline
+        self.offset += end
         out = []
-        for line in complete:
+        for line in chunk[:end].split(b"\n")[:-1]:
             try:
                 record = json.loads(line)
             except ValueError:
-                continue  # a torn line, repaired by the next resume
+                continue  # a damaged line, repaired by the next resume
             if isinstance(record, dict):
                 out.append(record)
         return out

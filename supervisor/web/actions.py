@@ -74,7 +74,7 @@ class Actions:
         return {"runId": run, "state": lifted.row.state,
                 "message": f"resumed: {lifted.row.state}"}
 
-    def fork(self, run: str, from_node: str | None) -> dict[str, Any]:
+    def fork(self, run: str, from_node: object) -> dict[str, Any]:
         if from_node is not None and not isinstance(from_node, str):
             raise UsageError("from must be a node id", code="bad_fork")
         plan, queued = actions.fork(self.settings, self.paths, run, from_node or None,

@@ -84,7 +84,7 @@ function renderList(doc) {
   const body = document.getElementById("runs");
   body.replaceChildren(...(doc.runs || []).map(runRow));
   document.getElementById("count").textContent = String((doc.runs || []).length);
-  document.getElementById("total").textContent = String(doc.total ?? "");
+  document.getElementById("more").textContent = doc.truncated ? "; more match (narrow the filters)" : "";
 }
 
 // --- controllers ---

@@ -209,7 +209,7 @@ def create_app(source: Source, access: Access, actions: Actions | None = None,
             "answer": lambda: actions.answer(rid, fields),
             "cancel": lambda: actions.cancel(rid),
             "resume": lambda: actions.resume(rid),
-            "fork": lambda: actions.fork(rid, _str(fields.get("from"))),
+            "fork": lambda: actions.fork(rid, fields.get("from")),  # it refuses a non-string
         }
         if verb not in handlers:
             raise Refused(404, "no such action (answer, cancel, resume, fork)")

@@ -87,10 +87,10 @@ def list_page(doc: dict[str, Any], filters: Filters, *, csrf: str | None) -> str
             ' size="14"></label>'
             f'<label>text <input name="text" value="{escape(filters.text or "")}" size="18">'
             '</label><button type="submit">filter</button></form>')
-    total = doc.get("total", len(runs))
+    more = "; more match (narrow the filters)" if doc.get("truncated") else ""
     body = (f"<h1>Runs</h1>{form}"
-            f'<p class="muted"><span id="count">{len(runs)}</span> shown of'
-            f' <span id="total">{escape(str(total))}</span></p>'
+            f'<p class="muted"><span id="count">{len(runs)}</span> shown'
+            f'<span id="more">{more}</span></p>'
             '<table class="runs"><thead><tr><th>run</th><th>workflow</th><th>title</th>'
             '<th>state</th><th>node</th><th>elapsed</th></tr></thead>'
             f'<tbody id="runs">{rows}</tbody></table>'

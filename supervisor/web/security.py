@@ -27,7 +27,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-COOKIE = "pi_workflows_token"
+# The cookie's name carries the port: browsers send a cookie to every port of a host
+# (RFC 6265), so one name would hand this token to any server on 127.0.0.1, and two
+# dashboards would overwrite each other's.
+COOKIE_PREFIX = "pi_workflows_token_"
 CSRF_HEADER = "x-csrf-token"
 CSRF_CHECKED = "pi_workflows.csrf"  # the scope key set once the header's token matched
 MAX_QUERY = 4096  # bytes: a filter is a few words; anything longer is not ours
@@ -65,6 +68,10 @@ class Access:
     def hosts(self) -> set[str]:
         return {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
 
+    @property
+    def cookie(self) -> str:
+        return f"{COOKIE_PREFIX}{self.port}"
+
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/?token={self.token}"
 
@@ -85,7 +92,7 @@ def _headers(scope: Scope) -> dict[str, str]:
     return out
 
 
-def _cookie(header: str | None) -> str | None:
+def _cookie(header: str | None, name: str) -> str | None:
     if not header:
         return None
     jar: SimpleCookie = SimpleCookie()
@@ -93,7 +100,7 @@ def _cookie(header: str | None) -> str | None:
         jar.load(header)
     except CookieError:
         return None
-    morsel = jar.get(COOKIE)
+    morsel = jar.get(name)
     return morsel.value if morsel is not None else None
 
 
@@ -141,7 +148,7 @@ class Guard:
         await self.app(scope, receive, self._secured(send, remember))
 
     def _cookie_header(self) -> bytes:
-        return (f"{COOKIE}={self.access.token}; HttpOnly; SameSite=Strict; Path=/"
+        return (f"{self.access.cookie}={self.access.token}; HttpOnly; SameSite=Strict; Path=/"
                 ).encode()
 
     def _secured(self, send: Send, remember: bool) -> Send:
@@ -171,7 +178,7 @@ class Guard:
         if pairs is None:
             return 400, "malformed query string"
         tokens = [v for k, v in pairs if k == "token"]
-        given = tokens[0] if tokens else _cookie(headers.get("cookie"))
+        given = tokens[0] if tokens else _cookie(headers.get("cookie"), access.cookie)
         if len(tokens) > 1 or not same(given, access.token):
             return 403, "forbidden: open the URL `pi-workflows ui` printed (it holds the token)"
         method = scope.get("method", "GET")

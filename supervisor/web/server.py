@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -69,11 +70,17 @@ def bind(port: int) -> socket.socket:
 def write_url_file(path: Path, url: str) -> None:
     """The URL (it holds the token) in a file only its owner reads."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(url + "\n")
-    os.replace(tmp, path)
+    # A fresh name, made here (never a file or a link someone left), then renamed.
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(url + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def serve(settings: SettingsLike, paths: Paths, *, port: int = 0, actions: bool = False,

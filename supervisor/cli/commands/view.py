@@ -34,7 +34,9 @@ TEXT_WIDTH = 100  # a snapshot's width when there is no terminal to measure
 
 
 def stdout_is_terminal() -> bool:
-    return os.isatty(1)
+    """The app needs a terminal both ways: keys come from stdin (``view < /dev/null``
+    in a terminal would paint an app that nothing can quit)."""
+    return os.isatty(1) and os.isatty(0)
 
 
 def _textual_missing() -> bool:

@@ -54,21 +54,37 @@ class RunDetail:
         self._graph: dict[str, Any] | None = None
 
     def _take(self) -> None:
-        for event in self._trace_tail.records():
+        events = self._trace_tail.records()
+        if self._trace_tail.restarted:
+            # Rewritten by a repair: lines shown before may be gone and their seqs
+            # written again, so what the file holds now is the whole trace.
+            self._trace_tail.restarted = False
+            self.trace, self._seq = [], 0
+        for event in events:
             seq = event.get("seq")
             if isinstance(seq, int):
                 if seq <= self._seq:
-                    continue  # seen before the trace was rewritten
+                    continue  # out of order: never shown twice
                 self._seq = seq
             self.trace.append(event)
         for name, tail, into in (("output", self._output_tail, self.output),
                                  ("conversation", self._capture_tail, self.conversation)):
-            for record in tail.records():
+            records = tail.records()
+            if tail.restarted:
+                tail.restarted = False
+                into.clear()
+                self.cut[name] = False
+            for record in records:
                 if len(into) >= MAX_RECORDS:
                     self.cut[name] = True
                     break
                 into.append(record)
-        for record in self._session_tail.records():
+        records = self._session_tail.records()
+        if self._session_tail.restarted:
+            self._session_tail.restarted = False
+            self.transcript.clear()
+            self.cut["transcript"] = False
+        for record in records:
             entry = transcript_entry(record)
             if entry is None:
                 continue

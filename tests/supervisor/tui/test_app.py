@@ -239,3 +239,42 @@ def test_a_run_opened_live_follows_its_steps(recorded: Recorded) -> None:
 
     assert "report" in SHIP
     drive(app, body)
+
+
+def test_an_error_while_following_is_shown_and_the_stream_opened_again(
+        recorded: Recorded) -> None:
+    """A store busy past its timeout while the list rebuilds: shown on the screen, the
+    app goes on (a follow thread that raised would end it with a traceback)."""
+    from pi_workflows.protocol.errors import StoreError
+
+    stream = recorded.stream()
+    opened: list[int] = []
+
+    class Flaky:
+        def subscribe_list(self, query: ListQuery) -> Any:
+            sub = stream.subscribe_list(query)
+            opened.append(1)
+            if len(opened) == 1:
+                def broken(timeout: float) -> Any:
+                    raise StoreError("the store is busy (database is locked)")
+                sub.next = broken  # type: ignore[method-assign]
+            return sub
+
+        def subscribe_run(self, run_id: str) -> Any:
+            return stream.subscribe_run(run_id)
+
+    app = ViewerApp(Flaky(), ListQuery())  # type: ignore[arg-type]
+    seen: list[str] = []
+
+    async def body(pilot: Pilot[Any]) -> None:
+        def status() -> str:
+            text = str(app.screen.query_one("#status").render())
+            seen.append(text)
+            return text
+
+        await until(pilot, lambda: "database is locked" in status(), "the error shown")
+        await until(pilot, lambda: len(opened) >= 2, "the stream opened again")
+        await until(pilot, lambda: len(list_ids(app)) == 3, "the runs after the retry")
+        assert app.is_running
+
+    drive(app, body)

@@ -14,7 +14,6 @@ import anyio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pi_workflows.supervisor.web.app import create_app
-from pi_workflows.supervisor.web.security import COOKIE
 from starlette.testclient import TestClient
 
 from .conftest import PORT, RUN, make_client
@@ -32,7 +31,7 @@ TRAVERSAL = ["..", "../..", "..%2f..%2fetc%2fpasswd", "%2e%2e/%2e%2e/etc/passwd"
 
 def _client(actions: bool = True) -> TestClient:
     client, access, _, _ = make_client(actions=actions)
-    client.cookies.set(COOKIE, access.token)
+    client.cookies.set(access.cookie, access.token)
     client.headers.update({"origin": ORIGIN, "x-csrf-token": access.csrf})
     return client
 
@@ -112,8 +111,9 @@ def _raw(query: bytes, path: str = "/") -> tuple[int, bytes]:
         sent.append(message)
 
     scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
-             "query_string": query, "headers": [(b"host", f"127.0.0.1:{PORT}".encode()),
-                                                (b"cookie", f"{COOKIE}={access.token}".encode())]}
+             "query_string": query,
+             "headers": [(b"host", f"127.0.0.1:{PORT}".encode()),
+                         (b"cookie", f"{access.cookie}={access.token}".encode())]}
     anyio.run(app, scope, receive, send)
     return int(sent[0]["status"]), b"".join(m.get("body", b"") for m in sent[1:])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pi_workflows.supervisor.web.security import COOKIE, Access
+from pi_workflows.supervisor.web.security import Access
 from starlette.testclient import TestClient
 
 from .conftest import PORT, RUN, FakeActions, FakeSource
@@ -15,9 +15,9 @@ def _login(client: TestClient, access: Access) -> None:
     r = client.get(f"/?token={access.token}", follow_redirects=False)
     assert r.status_code == 200
     cookie = r.headers["set-cookie"]
-    assert f"{COOKIE}={access.token}" in cookie
+    assert f"{access.cookie}={access.token}" in cookie
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    client.cookies.set(COOKIE, access.token)
+    client.cookies.set(access.cookie, access.token)
 
 
 def test_without_the_token_every_route_is_refused(readonly: Client) -> None:
@@ -29,7 +29,7 @@ def test_without_the_token_every_route_is_refused(readonly: Client) -> None:
         assert r.headers["content-type"].startswith("text/plain")
         assert access.token not in r.text
     assert client.get("/?token=wrong").status_code == 403
-    client.cookies.set(COOKIE, "wrong")
+    client.cookies.set(access.cookie, "wrong")
     assert client.get("/").status_code == 403
 
 
@@ -133,3 +133,17 @@ def test_the_event_stream_sends_a_snapshot_then_patches(readonly: Client) -> Non
     assert got[0] == "event: snapshot" and '"rev":0' in got[1]
     assert got[3] == "event: patch" and '"rev":1' in got[4]
     assert source.subs and source.subs[0].closed.wait(5)  # the client went: closed
+
+
+def test_the_cookie_is_this_servers_own_by_its_port() -> None:
+    """Browsers send a cookie to every port of 127.0.0.1: another server's cookie of the
+    same name would carry this token there, so the name carries the port."""
+    from .conftest import make_client
+    client, access, _, _ = make_client()
+    r = client.get(f"/?token={access.token}")
+    assert r.headers["set-cookie"].startswith(f"pi_workflows_token_{PORT}=")
+    other = Access(port=PORT + 1)
+    assert other.cookie != access.cookie
+    client.cookies.clear()
+    client.cookies.set(other.cookie, access.token)  # the right token under another's name
+    assert client.get("/").status_code == 403

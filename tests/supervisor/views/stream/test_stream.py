@@ -312,3 +312,43 @@ def test_the_transcript_is_read_from_pis_session_file_as_it_grows(h: Harness) ->
         assert doc["transcript"][2] | {} == {"id": "t1", "at": None, "role": "tool",
                                             "text": "Accepted", "tools": [],
                                             "isError": False, "tool": "workflow"}
+
+
+def test_a_trace_rewritten_by_a_repair_is_read_again_not_patched_on_top(
+        h: Harness) -> None:
+    """A resume's repair cuts lines a viewer may have shown, and the resumed run
+    writes new events under the same seqs: the open view must end as a fresh one."""
+    h.write("quick", QUICK)
+    run = h.launch("quick", {})
+    h.execute(run)
+    trace = h.bundle(run).trace_path
+    lines = trace.read_bytes().splitlines(keepends=True)
+    with _stream(h).subscribe_run(run) as sub:
+        doc = sub.doc
+        assert doc["trace"][-1]["type"] == "run_completed"
+        kept = lines[:-2]
+        last_seq = json.loads(kept[-1])["seq"]
+        replaced = trace.with_name("trace.tmp")
+        replaced.write_bytes(b"".join(kept))
+        os.replace(replaced, trace)  # as the repair writes it: a new file
+        doc = _until(sub, lambda d: len(d["trace"]) == len(kept), doc)
+        later = [{"seq": last_seq + 1, "type": "run_resumed", "at": 1, "payload": {}},
+                 {"seq": last_seq + 2, "type": "run_failed", "at": 2, "payload": {}}]
+        with open(trace, "ab") as fh:
+            fh.write(b"".join(json.dumps(e).encode() + b"\n" for e in later))
+        doc = _until(sub, lambda d: d["trace"][-1]["type"] == "run_failed", doc)
+        fresh = _stream(h).run_doc(run)
+        assert [e["type"] for e in doc["trace"]] == [e["type"] for e in fresh["trace"]]
+
+
+def test_a_torn_tail_then_a_rewrite_never_reads_from_the_middle_of_a_line(
+        tmp_path: Path) -> None:
+    from pi_workflows.supervisor.views.follower import JsonTail
+    f = tmp_path / "trace.ndjson"
+    f.write_bytes(b'{"seq": 1, "type": "a"}\n{"seq": 2, "ty')
+    tail = JsonTail(f)
+    assert [r["type"] for r in tail.records()] == ["a"]
+    f.write_bytes(b'{"seq": 1, "type": "a"}\n{"seq": 2, "type": "b"}\n{"seq": 3, "type": "c"}\n')
+    got = tail.records()
+    assert [r["type"] for r in got] == ["b", "c"] or tail.restarted
+    assert all(set(r) == {"seq", "type"} for r in got)
