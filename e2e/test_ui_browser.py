@@ -73,6 +73,8 @@ def test_the_list_and_a_run_update_live_and_read_only_has_no_actions(
         row = page.locator(f'tr[data-run="{run}"]')
         expect(row).to_be_visible(timeout=EXPECT_MS)  # queued, shown without a reload
         expect(row.locator(".state")).to_have_text("running", timeout=EXPECT_MS)
+        elapsed = row.locator("td.num")
+        expect(elapsed).not_to_have_text(elapsed.inner_text(), timeout=5000)  # it ticks
         assert page.evaluate("window.__noReload") is True
         screenshot(page, shots, "list", "ui-list.png")
 

@@ -77,10 +77,21 @@ function runRow(run) {
   return el("tr", { "data-run": run.runId, class: "depth-" + (run.depth ? 1 : 0) },
     el("td", { class: "id" }, link), el("td", {}, run.workflow || ""), el("td", {}, run.title || ""),
     el("td", {}, el("span", { class: "state state-" + (run.state || "") }, run.state || "")),
-    el("td", {}, (run.currentNode || "") + progress), el("td", { class: "num" }, ms(run.elapsedMs)));
+    el("td", {}, (run.currentNode || "") + progress),
+    el("td", { class: "num", "data-elapsed": run.elapsedMs ?? "", "data-ticks": run.finishedAt == null && run.elapsedMs != null ? "1" : null }, ms(run.elapsedMs)));
 }
 
+// A running run's elapsed time goes on between patches: counted here from the
+// document's own time (`at`), on this machine's clock as the server's is.
+let listAt = 0;
+setInterval(() => {
+  for (const cell of document.querySelectorAll("td[data-ticks]")) {
+    cell.textContent = ms(Number(cell.dataset.elapsed) + (Date.now() - listAt));
+  }
+}, 1000);
+
 function renderList(doc) {
+  listAt = doc.at || Date.now();
   const body = document.getElementById("runs");
   body.replaceChildren(...(doc.runs || []).map(runRow));
   document.getElementById("count").textContent = String((doc.runs || []).length);
