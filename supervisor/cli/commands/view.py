@@ -26,7 +26,7 @@ from ...views.listing import STATE_WORDS, check_state
 from ...views.runref import resolve_run
 from ...views.stream import ListQuery, ViewStream
 from ..completion import run_ids, workflow_names
-from ..options import ProjectOpt, project_context
+from ..options import JsonOpt, ProjectOpt, emit_json, project_context
 from ..options import run_text as checked_run
 
 UI_EXTRA = "pi-workflows view needs the ui extra: pip install 'pi-workflows[ui]'"
@@ -62,12 +62,14 @@ def view_command(
         "--workflow", metavar="NAME", show_default=False, autocompletion=workflow_names,
         help="Start the list filtered to this workflow.")] = None,
     project: ProjectOpt = Path("."),
+    as_json: JsonOpt = False,
 ) -> None:
     """Browse runs in the terminal: the list, a run's graph and steps, replay (view only).
 
     On a terminal it opens a full-screen app (keys shown at the bottom: Enter
     opens a run, s/w/slash filter, left/right replay a run's history, q goes
-    back). Without a terminal, or with --once, it prints one snapshot as text.
+    back). Without a terminal, or with --once, it prints one snapshot as text;
+    --json prints that snapshot as the view stream's document instead.
 
     Example: pi-workflows view 99624cea --once
     """
@@ -81,6 +83,9 @@ def view_command(
         else:
             run_id = resolve_run(None, run, paths)
     stream = ViewStream(settings, paths)
+    if as_json:  # the document itself (docs/view-stream.md), for scripts
+        emit_json(stream.list_doc(query) if run_id is None else stream.run_doc(run_id))
+        return
     if once or not stdout_is_terminal():
         width = shutil.get_terminal_size((TEXT_WIDTH, 24)).columns
         text = (list_text(stream.list_doc(query), width) if run_id is None

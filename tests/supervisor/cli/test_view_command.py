@@ -106,3 +106,14 @@ def test_the_text_path_works_without_textual(recorded: Recorded, tmp_path: Path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"{recorded.shipped}  ship  completed")
     assert "build" in proc.stdout
+
+
+def test_json_prints_the_view_streams_document(recorded: Recorded) -> None:
+    import json
+    runs = json.loads(_view(recorded, "--json", "--state", "failed").stdout)
+    assert runs["kind"] == "runs" and [r["runId"] for r in runs["runs"]] == [recorded.broken]
+    one = _view(recorded, recorded.broken.rsplit("-", 1)[1], "--json")
+    assert one.returncode == 0 and one.stderr == "", one.stderr
+    doc = json.loads(one.stdout)
+    assert doc["kind"] == "run" and doc["runId"] == recorded.broken
+    assert doc["nodes"] == {"prep": "done", "explode": "failed"}
