@@ -24,21 +24,30 @@ from typing import Any
 from ...protocol.controllers.define import initial_status
 from ...protocol.controllers.loading import ControllerLoadError, load_controller_file
 from ...protocol.definitions.discovery import WorkflowLoadError, load_timeout, load_workflow_file
+from ...protocol.definitions.graph import snapshot as definition_snapshot
 
 # The child enforces the bound itself (a clear message); the parent kills it
 # this much later, for a file stuck where no signal handler runs.
 KILL_MARGIN_S = 1.0
 
 
-def _summary(path: str, timeout_s: float) -> dict[str, Any]:
+def _summary(path: str, timeout_s: float, *, with_snapshot: bool = False) -> dict[str, Any]:
     try:
         loaded = load_workflow_file(path, timeout_s=timeout_s)
     except WorkflowLoadError as exc:
         return {"ok": False, "error": exc.reason, "problems": list(exc.problems),
                 "traceback": exc.debug_traceback}
-    return {"ok": True, "name": loaded.name, "digest": loaded.digest,
-            "path": loaded.source.path, "sourceSha256": loaded.source.sha256,
-            "description": loaded.workflow.description}
+    out = {"ok": True, "name": loaded.name, "digest": loaded.digest,
+           "path": loaded.source.path, "sourceSha256": loaded.source.sha256,
+           "description": loaded.workflow.description}
+    if with_snapshot:  # `graph`: the definition itself, as `workflow.json` holds it
+        out["snapshot"] = definition_snapshot(loaded.workflow)
+    return out
+
+
+def snapshot_summary(path: str, timeout_s: float) -> dict[str, Any]:
+    """``_summary`` with the definition's snapshot (``summarize=`` of ``load_summary``)."""
+    return _summary(path, timeout_s, with_snapshot=True)
 
 
 def controller_summary(path: str, timeout_s: float, spec: Any = None,

@@ -20,11 +20,8 @@ import typer
 from ....protocol.atomic import write_atomic
 from ....protocol.bundle import Bundle, BundleCorrupt
 from ....protocol.definitions.discovery import (
-    WorkflowLoadError,
-    load_workflow_file,
     workflow_file_for,
 )
-from ....protocol.definitions.graph import snapshot as definition_snapshot
 from ....protocol.errors import NotFound, UsageError
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
@@ -37,26 +34,16 @@ from ...views.graph.text import render_text
 from ...views.runref import resolve_run
 from ...views.wording import cli
 from ..completion import workflow_names
-from ..isolated import load_summary
+from ..isolated import load_summary, snapshot_summary
 from ..options import ProjectOpt, project_context, terminal_columns
 
 FORMATS = ("text", "svg", "dot")
 
 
-def _snapshot_summary(path: str, timeout_s: float) -> dict[str, Any]:
-    """Runs in the child ``load_summary`` forks: the definition's snapshot, or why not."""
-    try:
-        loaded = load_workflow_file(path, timeout_s=timeout_s)
-    except WorkflowLoadError as exc:
-        return {"ok": False, "error": exc.reason, "problems": list(exc.problems),
-                "traceback": exc.debug_traceback}
-    return {"ok": True, "snapshot": definition_snapshot(loaded.workflow)}
-
-
 def _from_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise NotFound(f"no workflow file {path}", code="workflow_not_found")
-    summary = load_summary(str(path), summarize=_snapshot_summary)
+    summary = load_summary(str(path), summarize=snapshot_summary)
     if not summary["ok"]:
         if os.environ.get("PI_WORKFLOWS_DEBUG") == "1" and summary.get("traceback"):
             sys.stderr.write(summary["traceback"])
