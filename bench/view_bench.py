@@ -398,33 +398,25 @@ def main(argv: list[str]) -> int:
           f" {load_average()}; dir {base}")
     try:
         paced = PACED.format(nodes=args.nodes, lead=0.8)
-        if "a" in args.only:
-            project = bench_project(base, "a", home, "node")
+        # The four latency parts: the same paced runs, followed through each viewer.
+        parts = {
+            "a": ("in a patch of the view stream (what `view` shows)",
+                  lambda pr: stream_latency(pr, args.runs, args.timeout)),
+            "b": ("in the dashboard's event stream",
+                  lambda pr: ui_latency(pr, base, args.runs, args.timeout)),
+            "e": ("painted by `view`'s run screen (Textual, headless)",
+                  lambda pr: app_latency(pr, args.runs, args.timeout)),
+            "f": ("shown on the run page in Chromium",
+                  lambda pr: page_latency(pr, base, args.runs, args.timeout)),
+        }
+        for part, (what, follow) in parts.items():
+            if part not in args.only:
+                continue
+            project = bench_project(base, part, home, "node")
             project.write_workflow("paced", paced)
-            got = stream_latency(project, args.runs, args.timeout)
-            print(f"  (a) trace event appended -> in a patch of the view stream (what `view`"
-                  f" shows), {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
-            print(f"      {summary(got)}")
-        if "b" in args.only:
-            project = bench_project(base, "b", home, "node")
-            project.write_workflow("paced", paced)
-            got = ui_latency(project, base, args.runs, args.timeout)
-            print(f"  (b) trace event appended -> in the dashboard's event stream,"
-                  f" {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
-            print(f"      {summary(got)}")
-        if "e" in args.only:
-            project = bench_project(base, "e", home, "node")
-            project.write_workflow("paced", paced)
-            got = app_latency(project, args.runs, args.timeout)
-            print(f"  (e) trace event appended -> painted by `view`'s run screen (Textual,"
-                  f" headless), {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
-            print(f"      {summary(got)}")
-        if "f" in args.only:
-            project = bench_project(base, "f", home, "node")
-            project.write_workflow("paced", paced)
-            got = page_latency(project, base, args.runs, args.timeout)
-            print(f"  (f) trace event appended -> shown on the run page in Chromium,"
-                  f" {args.runs} runs x {args.nodes} nodes; goal p50 <= 150 ms")
+            got = follow(project)
+            print(f"  ({part}) trace event appended -> {what}, {args.runs} runs x"
+                  f" {args.nodes} nodes; goal p50 <= 150 ms")
             print(f"      {summary(got)}")
         if "c" in args.only:
             r = big_list(base, home, args.store_runs)
