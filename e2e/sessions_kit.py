@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sqlite3
+import struct
 import subprocess
 import sys
 import termios
@@ -156,10 +157,15 @@ def on_pty(project: Project, *args: str) -> tuple[subprocess.Popen[bytes], int]:
     return pty_child(cli_argv(project, *args), project.env)
 
 
-def pty_child(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+def pty_child(argv: list[str], env: dict[str, str],
+              size: tuple[int, int] | None = None) -> tuple[subprocess.Popen[bytes], int]:
     """Start ``argv`` as a session leader on a new pty, its controlling terminal;
-    (process, master fd). Closing the master hangs the terminal up."""
+    (process, master fd). Closing the master hangs the terminal up. ``size``
+    (rows, columns) is set before the child starts, so it never sees a resize
+    while it draws its first screen."""
     master, slave = os.openpty()
+    if size is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
 
     def take_terminal() -> None:  # in the child, after setsid()
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)

@@ -9,14 +9,13 @@ exit 0 with the terminal given back (the alternate screen left).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
+import re
 import select
-import struct
-import termios
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +26,15 @@ from .snippets import ONE_NODE
 pytestmark = pytest.mark.slow  # a real process on a real terminal
 
 LEAVE_ALT_SCREEN = b"\x1b[?1049l"
+# Control sequences (CSI, OSC, two-byte escapes): what is left is the text drawn.
+_ESCAPES = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]"  # CSI
+                      rb"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC
+                      rb"|\x1b[@-Z\\^_=>78]")
+
+
+def drawn_text(seen: bytes) -> str:
+    """The characters the program drew, its control sequences taken out."""
+    return _ESCAPES.sub(b"", seen).decode("utf-8", "replace")
 
 
 def _read_until(master: int, seen: bytearray, done: Callable[[bytearray], bool],
@@ -54,14 +62,19 @@ def test_view_paints_the_run_list_on_a_pty_and_q_exits_0(project: Project) -> No
     project.cli("run", "quick")
     (run,) = [r["runId"] for r in json.loads(project.cli("list", "--json").stdout)["runs"]]
     env = {**project.env, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "30"}
-    proc, master = pty_child(cli_argv(project, "view"), env)
+    proc, master = pty_child(cli_argv(project, "view"), env, size=(30, 120))
     try:
-        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
         seen = bytearray()
         # The run's id in the list, and the footer naming the keys.
-        painted = _read_until(master, seen, lambda s: run.encode() in s and b"Quit" in s,
+        painted = _read_until(master, seen,
+                              lambda s: run in drawn_text(s) and "Quit" in drawn_text(s),
                               time.monotonic() + 45)
-        assert painted, f"the list never showed {run}: {bytes(seen[-2000:])!r}"
+        if not painted:  # the whole stream, for a look at what was drawn (CI keeps it)
+            where = Path(os.environ.get("PI_WORKFLOWS_ARTIFACTS") or project.root)
+            where.mkdir(parents=True, exist_ok=True)
+            (where / "view-pty.bin").write_bytes(bytes(seen))
+        assert painted, (f"the list never showed {run}; drawn: "
+                         f"{drawn_text(bytes(seen))[-3000:]!r}")
         os.write(master, b"q")
         deadline = time.monotonic() + 30
         while proc.poll() is None and time.monotonic() < deadline:
