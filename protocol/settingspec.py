@@ -13,6 +13,7 @@ worker load it.
 """
 
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, get_args, get_origin
 
@@ -60,6 +61,8 @@ class SettingsLike(Protocol):
     home: Path = DEFAULT_HOME
     state_dir: Path | None = None
     store_file: Path | None = None
+    # A PostgreSQL store (docs/store.md): postgresql://... ; None: the SQLite store_file.
+    store_url: str | None = None
     runs_dir: Path | None = None
     host_lock: Path | None = None
     log_dir: Path | None = None
@@ -140,7 +143,28 @@ def settings_problem(values: Any) -> str | None:
     if values.renew_ms * 2 > values.lease_ms:
         return (f"renew_ms ({values.renew_ms}) must be at most half of lease_ms"
                 f" ({values.lease_ms})")
+    url = getattr(values, "store_url", None)
+    # Never the URL itself in the message: it may carry a password.
+    if url is not None and not str(url).startswith(("postgresql://", "postgres://")):
+        return "store_url must be a PostgreSQL URL (postgresql://USER@HOST:PORT/DATABASE)"
     return None
+
+
+def redact_store_url(url: str) -> str:
+    """A store URL as it may be shown: any password (user info or query) as ``***``."""
+    head, sep, tail = url.rpartition("@")
+    if sep and ":" in head.split("//", 1)[-1]:
+        scheme, _, userinfo = head.partition("//")
+        url = f"{scheme}//{userinfo.split(':', 1)[0]}:***@{tail}"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
+
+
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+
+
+def redacted(name: str, value: Any) -> Any:
+    """A setting's value as it may be shown: a store URL without its password."""
+    return redact_store_url(str(value)) if name == "store_url" and value else value
 
 
 class Values(SettingsLike):
@@ -150,7 +174,8 @@ class Values(SettingsLike):
         self.__dict__.update(values)
 
     def __repr__(self) -> str:
-        return "Values(" + ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()) + ")"
+        return "Values(" + ", ".join(f"{k}={redacted(k, v)!r}"
+                                     for k, v in self.__dict__.items()) + ")"
 
 
 def defaults() -> SettingsLike:

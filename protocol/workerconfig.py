@@ -40,6 +40,8 @@ class WorkerConfig:
     # In-session agent steps: the Pi extension's conversation socket, set only
     # by a session runner that Pi spawned (protocol.conversation); None: headless.
     conversation: str | None = None
+    # The PostgreSQL store's URL (``store_url``); None: the SQLite file in paths.
+    store_url: str | None = None
 
     @classmethod
     def from_settings(cls, settings: SettingsLike, paths: Paths,
@@ -50,7 +52,7 @@ class WorkerConfig:
                    settings.sqlite_synchronous, settings.fsync, settings.drain_grace_s,
                    settings.log_level, configured + tuple(pi_args), settings.pi_bin,
                    None if agent_dir is None else str(Path(agent_dir).expanduser()),
-                   int(settings.agent_reminders))
+                   int(settings.agent_reminders), store_url=settings.store_url)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -67,4 +69,4 @@ class WorkerConfig:
                    str(data["fsync"]), float(data["park_grace_s"]), str(data["log_level"]),
                    tuple(str(a) for a in data.get("pi_args", ())), data.get("pi_bin"),
                    data.get("pi_agent_dir"), int(data.get("agent_reminders", 2)),
-                   data.get("conversation"))
+                   data.get("conversation"), data.get("store_url"))

@@ -120,7 +120,7 @@ def _watch_parent(control: Control, watch: ParentWatch, stop: threading.Event) -
 
 def open_worker_store(cfg: WorkerConfig) -> Store:
     return Store(cfg.paths.store_file, lease_ms=cfg.lease_ms, busy_timeout_ms=cfg.busy_timeout_ms,
-                 synchronous=cfg.sqlite_synchronous)
+                 synchronous=cfg.sqlite_synchronous, url=cfg.store_url)
 
 
 # A flood of nudges must not turn renewals into a busy loop on the store.

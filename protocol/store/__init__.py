@@ -1,7 +1,10 @@
-"""The durable store: one SQLite file per project, the single coordination point.
+"""The durable store: the single coordination point of a project.
 
-``Store`` combines the operation mixins; ``open_store`` opens it from
-settings. Only ``db.py`` imports sqlite3. Must not import worker/supervisor.
+One SQLite file per project by default; a PostgreSQL database when
+``store_url`` is set (``pg.py``, docs/store.md). ``Store`` combines the
+operation mixins over either backend; ``open_store`` opens it from settings.
+Only ``db.py`` imports sqlite3 and only ``pg.py`` psycopg. Must not import
+worker/supervisor.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ __all__ = [
     "SCHEMA_ID", "CatchUp", "Chain", "ChainMember", "Claim", "Effect", "Gone", "Hold",
     "Notification", "QueueRow", "Renewal", "RunEvent", "RunSource", "RunnerRow", "Store",
     "TurnIntent",
-    "check_layout", "intent_id_for", "open_store", "sqlite_version",
+    "check_layout", "intent_id_for", "open_store", "sqlite_version", "store_present",
 ]
 
 
@@ -54,8 +57,15 @@ class Store(ControllerOps, QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps
 
     def __init__(self, path: Path, *, lease_ms: int = 30_000, busy_timeout_ms: int = 5_000,
                  synchronous: str = "NORMAL", clock: Clock = now_ms,
-                 monotonic: Monotonic = time.monotonic) -> None:
-        self._db = Database(Path(path), busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+                 monotonic: Monotonic = time.monotonic, url: str | None = None) -> None:
+        """``path`` is the SQLite file; with ``url`` (a PostgreSQL URL) it is unused."""
+        if url:
+            from .pg import PgDatabase  # psycopg only when a URL asks for it
+            self._db = PgDatabase(url, busy_timeout_ms=busy_timeout_ms)
+        else:
+            self._db = Database(Path(path), busy_timeout_ms=busy_timeout_ms,
+                                synchronous=synchronous)
+        self.url = url or None
         self._clock = clock
         self._watch = LeaseWatch(monotonic)
         self._ctl_watch = LeaseWatch(monotonic)  # reconcile claims (controllers.workqueue)
@@ -76,7 +86,15 @@ class Store(ControllerOps, QueueOps, ClaimOps, QueueReads, CatchUpOps, RunnerOps
         self.close()
 
 
+def store_present(settings: SettingsLike, store_file: Path) -> bool:
+    """Whether the project has a store to read: a PostgreSQL URL is set (the database is
+    asked when it is opened), or the SQLite file exists. Readers that must not create
+    a store ask this first."""
+    return bool(settings.store_url) or store_file.exists()
+
+
 def open_store(settings: SettingsLike, store_file: Path, *, clock: Clock = now_ms,
                monotonic: Monotonic = time.monotonic) -> Store:
     return Store(store_file, lease_ms=settings.lease_ms, busy_timeout_ms=settings.busy_timeout_ms,
-                 synchronous=settings.sqlite_synchronous, clock=clock, monotonic=monotonic)
+                 synchronous=settings.sqlite_synchronous, clock=clock, monotonic=monotonic,
+                 url=settings.store_url)

@@ -3,7 +3,7 @@
 Owns the state every mixin shares, the claim check inside a caller's
 transaction, and the one helper that records a lifecycle event in
 ``run_events``. The transition table is ``protocol.states``'. Does not
-import sqlite3 (``db.py`` does).
+import a database module (``db.py`` and ``pg.py`` do).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from ..clock import Clock
 from ..errors import ClaimLost, NotFound
 from ..limits import encode_payload
-from .db import Database, Tx
+from .backend import Backend, Tx
 from .leasewatch import LeaseWatch
 from .records import Gone, QueueRow
 
@@ -56,7 +56,7 @@ class StoreBase:
     other runners' claims on this process's monotonic clock (``leasewatch``).
     """
 
-    _db: Database
+    _db: Backend
     _clock: Clock
     _watch: LeaseWatch
     lease_ms: int

@@ -69,9 +69,15 @@ class CatchUpOps(StoreBase):
             tx.execute(
                 "INSERT INTO session_watermarks(session_id, seq, pending_from, updated_at)"
                 " VALUES (?, ?, ?, ?) ON CONFLICT(session_id) DO UPDATE SET"
-                " seq = max(session_watermarks.seq, excluded.seq),"
-                " pending_from = min(coalesce(session_watermarks.pending_from,"
-                " excluded.pending_from), excluded.pending_from),"
+                # The larger seq, and the smaller pending_from where both are set
+                # (NULL, nothing pending, if the new one is NULL), spelt in CASE
+                # since the engines' two-argument max/min treat NULL differently.
+                " seq = CASE WHEN excluded.seq > session_watermarks.seq"
+                " THEN excluded.seq ELSE session_watermarks.seq END,"
+                " pending_from = CASE WHEN excluded.pending_from IS NULL THEN NULL"
+                " WHEN session_watermarks.pending_from IS NULL"
+                " OR session_watermarks.pending_from > excluded.pending_from"
+                " THEN excluded.pending_from ELSE session_watermarks.pending_from END,"
                 " updated_at = excluded.updated_at",
                 (session_id, head, pending, now))
         return CatchUp(session_id, since, head, first, [QueueRow.from_row(r) for r in rows])

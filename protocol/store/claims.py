@@ -28,8 +28,8 @@ from ..states import (
     check_transition,
     sql_list,
 )
+from .backend import ConstraintViolation, Tx
 from .base import StoreBase, load_row, new_token
-from .db import ConstraintViolation, Tx
 from .records import Claim, Gone, QueueRow, Renewal
 
 Q = QueueState
@@ -155,7 +155,7 @@ class ClaimOps(StoreBase):
         if session is None:
             own = "origin_session IS NULL"
             params: tuple[Any, ...] = ()
-            parked_own = "1"
+            parked_own = "1 = 1"  # a boolean both engines take (PostgreSQL refuses a bare 1)
             parked_params: tuple[Any, ...] = ()
             expired = f"(state = '{Q.RUNNING}' OR origin_session IS NULL)"
         else:
@@ -170,7 +170,7 @@ class ClaimOps(StoreBase):
         parked_own = f"{parked_own} AND {_SESSION_FREE} AND error_code IS NULL"
         with self._db.transaction() as tx:
             stalled = self._stalled(tx, keep)
-            taken = f"run_id IN ({', '.join('?' * len(stalled))})" if stalled else "0"
+            taken = f"run_id IN ({', '.join('?' * len(stalled))})" if stalled else "1 = 0"
             expired_params = (*stalled, *(params if session else ()))
             # A queued row carries an error code only when it is paused.
             own = f"{own} AND error_code IS NULL"

@@ -31,6 +31,7 @@ from ..errors import (
     UsageError,
 )
 from ..paths import ensure_private_dir
+from .backend import ConstraintViolation, Dialect
 from .schema import (
     CONTROLLER_STATEMENTS,
     SCHEMA_ID,
@@ -51,12 +52,6 @@ _TRANSIENT_CODES = {
     14,  # SQLITE_CANTOPEN (e.g. fd exhaustion)
     15,  # SQLITE_PROTOCOL (WAL lock race)
 }
-
-
-class ConstraintViolation(StorePermanentError):
-    """A UNIQUE/CHECK/FOREIGN KEY constraint refused a write."""
-
-    code = "constraint"
 
 
 def classify(exc: BaseException) -> StoreError:
@@ -80,7 +75,9 @@ def classify(exc: BaseException) -> StoreError:
 
 
 class Tx:
-    """A thin, typed view of a connection inside one transaction."""
+    """A thin, typed view of a connection inside one transaction (``backend.Tx``)."""
+
+    dialect: Dialect = "sqlite"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -89,8 +86,9 @@ class Tx:
         """Run a write; return the number of rows it changed."""
         return self._conn.execute(sql, params).rowcount
 
-    def insert(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> int:
-        """Run an INSERT; return the new rowid."""
+    def insert(self, sql: str, params: Sequence[Any] | dict[str, Any] = (),
+               key: str = "seq") -> int:
+        """Run an INSERT; return the new rowid (``key`` is its alias in the table)."""
         rowid = self._conn.execute(sql, params).lastrowid
         return int(rowid or 0)
 

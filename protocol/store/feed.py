@@ -11,8 +11,8 @@ from typing import Any
 
 from ..errors import ConflictError, TransitionRefused, UsageError
 from ..limits import encode_payload, validate_key, validate_run_id
+from .backend import ConstraintViolation
 from .base import StoreBase, intent_id_for, new_token
-from .db import ConstraintViolation
 from .records import Notification, RunEvent, TurnIntent
 from .turns import CLAIM_LOST, owe_turn, supersede
 

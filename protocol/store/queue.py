@@ -29,8 +29,8 @@ from ..states import (
     check_transition,
     sql_list,
 )
+from .backend import ConstraintViolation, Tx
 from .base import LAUNCH_FAILED, StoreBase, load_row, new_token
-from .db import ConstraintViolation, Tx
 from .records import Claim, Gone, QueueRow, RunSource
 from .turns import AGENT, after_cancelled, after_failed, after_finished, presentation_pending
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from ..limits import validate_run_id
 from ..record import record
 from ..states import TERMINAL, QueueState
+from .backend import Tx
 from .base import StoreBase
 from .catchup import _WAITING
-from .db import Tx
 
 # Every table that holds rows of a run, children first; the queue row goes last.
 _RUN_TABLES = ("run_events", "workflow_notifications", "workflow_turn_intents", "effects",
@@ -93,17 +93,17 @@ def _members(tx: Tx, ids: tuple[str, ...] | None = None) -> list[ChainMember]:
     """The chain facts of ``ids`` (every run when None), read in the caller's transaction."""
     only = "" if ids is None else f" AND q.run_id IN ({', '.join('?' * len(ids))})"
     params = () if ids is None else ids
-    rows = tx.all(f"{_MEMBER_SQL} q WHERE 1{only} ORDER BY created_at, run_id", params)
+    rows = tx.all(f"{_MEMBER_SQL} q WHERE 1 = 1{only} ORDER BY created_at, run_id", params)
     waiting = {r["run_id"] for r in tx.all(
         f"SELECT q.run_id FROM workflow_run_queue q WHERE {_WAITING}{only}", params)}
     owed: dict[str, str] = {}
-    for r in tx.all(f"SELECT q.* FROM ({_OWED_SQL}) q WHERE 1{only}", params):
+    for r in tx.all(f"SELECT q.* FROM ({_OWED_SQL}) q WHERE 1 = 1{only}", params):
         owed.setdefault(r["run_id"], r["session_id"])
     # A child run of a resource stays while the resource does: its record names it.
     held = {r["run_id"]: f"{r['controller']}/{r['key']}" for r in tx.all(
         "SELECT q.run_id, c.controller, c.key FROM controller_children AS c"
         " JOIN workflow_run_queue AS q ON q.run_id = c.run_id"
-        f" WHERE 1{only}", params)}
+        f" WHERE 1 = 1{only}", params)}
     return [ChainMember(r["run_id"], r["workflow"], QueueState(r["state"]), r["parent_run_id"],
                         int(r["settled_at"]), r["run_id"] in waiting, owed.get(r["run_id"]),
                         r["forked_from"], bool(r["cancel_requested"]), held.get(r["run_id"]))

@@ -18,8 +18,8 @@ import json
 from typing import Any
 
 from ..states import ACTIVE, QueueState
+from .backend import Tx
 from .base import StoreBase
-from .db import Tx
 from .records import QueueRow
 
 Q = QueueState

@@ -122,7 +122,7 @@ def run_ids(ctx: typer.Context, incomplete: str) -> list[tuple[str, str]]:
 
         settings = current_settings()
         paths = resolve_paths(settings, _project(ctx))
-        if not paths.store_file.is_file():
+        if not (settings.store_url or paths.store_file.is_file()):
             return []  # opening would create a store
         with open_store(settings, paths.store_file) as store:
             ids = store.recent_run_ids(incomplete, limit=MAX_CANDIDATES)

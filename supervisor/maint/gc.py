@@ -212,7 +212,8 @@ def gc_store(settings: SettingsLike, store_file: Path) -> Store:
     """The store as gc and delete open it: FULL, so a deleted row is on disk before its
     bundle goes, even after a power cut."""
     return Store(store_file, lease_ms=settings.lease_ms,
-                 busy_timeout_ms=settings.busy_timeout_ms, synchronous="FULL")
+                 busy_timeout_ms=settings.busy_timeout_ms, synchronous="FULL",
+                 url=settings.store_url)
 
 
 def _known(store: Store, run_id: str) -> bool:

@@ -17,7 +17,7 @@ from ...protocol.errors import PiWorkflowsError, UsageError
 from ...protocol.paths import Paths
 from ...protocol.settingspec import SettingsLike
 from ...protocol.states import TERMINAL, QueueState
-from ...protocol.store import Store, open_store
+from ...protocol.store import Store, open_store, store_present
 from .holds import chat_hold, hold_text
 from .listing import check_state, select
 from .runref import existing_row, project_store
@@ -96,7 +96,7 @@ def list_data(settings: SettingsLike, paths: Paths, *, state: str | None, workfl
     """The runs ``list`` shows, newest first (no store yet: none)."""
     check_state(state)
     since_ms, until_ms = _window(since, until)
-    if not paths.store_file.exists():
+    if not store_present(settings, paths.store_file):
         return []
     with open_store(settings, paths.store_file) as store:
         return select(store, paths.runs_dir, state=state, workflow=workflow,

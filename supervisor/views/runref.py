@@ -16,7 +16,7 @@ from ...protocol.bundle import bundle_exists
 from ...protocol.errors import NotFound, UsageError
 from ...protocol.limits import validate_run_id
 from ...protocol.paths import Paths
-from ...protocol.store import QueueRow, Store, open_store
+from ...protocol.store import QueueRow, Store, open_store, store_present
 from .wording import cli
 
 if TYPE_CHECKING:  # pydantic: the fast command line does not load it
@@ -59,7 +59,7 @@ def resolve_run(store: Store | None, text: str, paths: Paths) -> str:
 
 def project_store(settings: SettingsLike, paths: Paths) -> Store:
     """The project's store; none yet means the project has no runs (``NotFound``)."""
-    if not paths.store_file.exists():
+    if not store_present(settings, paths.store_file):
         raise NotFound(f"no runs yet for {paths.project} (no store at {paths.store_file})",
                        code="no_store")
     return open_store(settings, paths.store_file)

@@ -22,12 +22,12 @@ from typing import Any
 from pi_workflows.protocol.errors import ClaimLost, TransitionRefused
 from pi_workflows.protocol.fence import fenced
 from pi_workflows.protocol.liveness import host_name, process_start_time
-from pi_workflows.protocol.store import Claim, Store
+from pi_workflows.protocol.store import Claim
 from pi_workflows.worker.engine import Engine
 from pi_workflows.worker.runner import execute_claim
 
 from .clocks import FakeClock
-from .store import SOURCE
+from .store import SOURCE, child_store
 from .waiting import wait_for
 
 # ---- the engine: a runner in a process of its own ----------------------------------
@@ -40,7 +40,7 @@ def take_over_later(store_path: str, runs: str, project: str, run_id: str,
 
     Nobody watches its own claim, so it holds however long the test takes.
     """
-    with Store(Path(store_path), lease_ms=1_000) as store:
+    with child_store(store_path, lease_ms=1_000) as store:
         conn.send("ready")
         assert conn.recv() == "take"
 
@@ -83,7 +83,7 @@ def run_as_runner(store_path: str, runs: str, project: str, run_id: str, runner:
     writing that trace event and waits for its SIGKILL. Reports the outcome
     if it gets that far (a node may also kill this process itself).
     """
-    with Store(Path(store_path), lease_ms=60_000) as store:
+    with child_store(store_path, lease_ms=60_000) as store:
         store.register_runner(runner, "host", os.getpid(), process_start_time(), host_name())
         claim = store.claim_by_id(run_id, runner)
         conn.send(("pid", os.getpid()))
@@ -110,7 +110,7 @@ def _dump(out: str, data: Any) -> None:
 
 def race_claims(path: str, runner: str, barrier: Barrier, out: str) -> None:
     """Claim until nothing is left; record every (run, token) this process got."""
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         barrier.wait()
         got = []
         while (claim := store.claim_next(runner)) is not None:
@@ -134,7 +134,7 @@ def race_short_leases(path: str, runs_dir: str, runner: str, barrier: Barrier, o
     finished: list[list[str]] = []
     lost = claims = 0
     end = time.monotonic() + deadline_s
-    with Store(Path(path), lease_ms=lease_ms, busy_timeout_ms=20_000) as store:
+    with child_store(path, lease_ms=lease_ms, busy_timeout_ms=20_000) as store:
         barrier.wait()
         while time.monotonic() < end:
             claim = store.claim_next(runner)
@@ -173,7 +173,7 @@ def take_over_and_write(path: str, bundle_dir: str, run_id: str, now: int,
     Stalled: it watched the claim go a lease of its monotonic time unrenewed.
     """
     mono = FakeClock(0.0)
-    with Store(Path(path), clock=FakeClock(now), monotonic=mono) as store:
+    with child_store(path, clock=FakeClock(now), monotonic=mono) as store:
         store.watch_claims()
         mono.advance(store.lease_ms / 1000)
         claim = store.claim_by_id(run_id, "runner-new")
@@ -199,7 +199,7 @@ def hold_claims(path: str, runner: str, now: int, claims: list[tuple[str, str | 
 
     ``claims`` holds ``(run_id, session or None, make_running)`` entries.
     """
-    with Store(Path(path), clock=FakeClock(now)) as store:
+    with child_store(path, clock=FakeClock(now)) as store:
         store.register_runner(runner, "host", os.getpid(), process_start_time(), host_name())
         tokens = {}
         for run_id, session, running in claims:
@@ -219,7 +219,7 @@ def deliver_notifications(path: str, session: str, barrier: Barrier, out: str,
     """Claim, deliver, and sometimes hand back, until no notification is left."""
     delivered = []
     refused = 0
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         barrier.wait()
         round_ = 0
         while True:
@@ -241,7 +241,7 @@ def deliver_notifications(path: str, session: str, barrier: Barrier, out: str,
 def resolve_intents(path: str, session: str, barrier: Barrier, out: str) -> None:
     resolved = []
     refused = 0
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         barrier.wait()
         while True:
             token, intents = store.claim_turn_intents(session, limit=3)
@@ -273,7 +273,7 @@ def hold_write_lock(path: str, hold_s: float, conn: Connection) -> None:
 def open_and_enqueue(path: str, run_id: str, barrier: Barrier) -> None:
     """Open a store that may not exist yet, at the same moment as others."""
     barrier.wait()
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         store.enqueue_detached(run_id, SOURCE, {})
 
 

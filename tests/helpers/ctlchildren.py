@@ -16,8 +16,9 @@ from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
-from pi_workflows.protocol.store import Store
 from pi_workflows.protocol.store.controllers import settled
+
+from .store import child_store
 
 
 def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: str,
@@ -25,7 +26,7 @@ def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: s
     """Claim until nothing is due; each reconcile holds ``marks/KEY`` exclusively."""
     got: list[list[str]] = []
     queued: list[str] = []  # what each enqueue did: added | sooner | kept | dirty
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         barrier.wait()
         n = 0
         while (claim := store.claim_reconcile(["files"], runner, 30_000)) is not None:
@@ -45,14 +46,14 @@ def race_reconciles(path: str, runner: str, barrier: Barrier, marks: str, out: s
 def open_and_apply(path: str, key: str, barrier: Barrier) -> None:
     """Open the store (maybe upgrading it) at the same moment as others; apply one spec."""
     barrier.wait()
-    with Store(Path(path), busy_timeout_ms=20_000) as store:
+    with child_store(path, busy_timeout_ms=20_000) as store:
         store.apply_spec("files", key, {"by": key})
         assert store.get("old-run") is not None
 
 
 def hold_reconcile(path: str, lease_ms: int, conn: Connection) -> None:
     """Claim one reconcile, report its token, then hang until killed (a host killed -9)."""
-    store = Store(Path(path))
+    store = child_store(path)
     claim = store.claim_reconcile(["files"], "host-doomed", lease_ms)
     assert claim is not None
     conn.send(claim.token)

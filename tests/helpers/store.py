@@ -9,6 +9,7 @@ conftest or a test module.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,21 +23,48 @@ SOURCE = RunSource("echo", "/project/.pi/workflows/echo.workflow.py", "ab" * 32,
                    "sha256:" + "0" * 64)
 
 
-def raw_row(path: Path, run_id: str) -> dict[str, Any] | None:
-    """The queue row exactly as stored, private input included (read-only connection)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def where_of(store: Store) -> str:
+    """What a child process opens the same store from: a SQLite path or a store URL."""
+    return store.url or str(store.path)
+
+
+def child_store(where: str, **kwargs: Any) -> Store:
+    """A child process's own store, from ``where_of``'s answer (either engine)."""
+    if where.startswith(("postgresql://", "postgres://")):
+        return Store(Path(os.devnull), url=where, **kwargs)
+    return Store(Path(where), **kwargs)
+
+
+def raw_row(where: Store | Path, run_id: str) -> dict[str, Any] | None:
+    """The queue row exactly as stored, private input included: through the store's
+    own backend (either engine), or a read-only connection to a SQLite file."""
+    sql = "SELECT * FROM workflow_run_queue WHERE run_id = ?"
+    if isinstance(where, Store):
+        with where._db.transaction(write=False) as tx:
+            return tx.one(sql, (run_id,))
+    conn = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
     try:
         conn.row_factory = sqlite3.Row
-        row = conn.execute("SELECT * FROM workflow_run_queue WHERE run_id = ?",
-                           (run_id,)).fetchone()
+        row = conn.execute(sql, (run_id,)).fetchone()
         return None if row is None else dict(row)
     finally:
         conn.close()
 
 
-def all_rows(path: Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, for searching stored values."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+def all_rows(where: Store | Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, for searching stored values (either engine)."""
+    if isinstance(where, Store):
+        with where._db.transaction(write=False) as tx:
+            if tx.dialect == "postgres":
+                names = [str(r["tablename"]) for r in tx.all(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
+            else:
+                names = [str(r["name"]) for r in tx.all(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                    " AND name NOT LIKE 'sqlite_%'")]
+            return {n: [tuple(r.values()) for r in tx.all(f"SELECT * FROM {n}")]
+                    for n in names}
+    conn = sqlite3.connect(f"file:{where}?mode=ro", uri=True)
     try:
         names = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
@@ -63,7 +91,7 @@ class Snapshot:
 
 
 def snapshot(store: Store, run_id: str) -> Snapshot:
-    return Snapshot(raw_row(store.path, run_id), events(store, run_id))
+    return Snapshot(raw_row(store, run_id), events(store, run_id))
 
 
 def put_in_state(store: Store, run_id: str, state: str, *,

@@ -19,7 +19,7 @@ from typing import Any
 from ...errors import ConflictError, NotFound, TransitionRefused
 from ...limits import validate_run_id
 from ...states import TERMINAL, sql_list
-from ..db import Tx
+from ..backend import Tx
 from ..queue import QueueOps
 from ..records import RunSource
 from .bounds import validate_controller_name, validate_resource_key

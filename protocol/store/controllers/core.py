@@ -14,8 +14,8 @@ from typing import Any
 
 from ...errors import ClaimLost, TransitionRefused
 from ...limits import encode_payload, safe_error_message
+from ..backend import Tx
 from ..base import StoreBase
-from ..db import Tx
 from ..leasewatch import LeaseWatch
 from .records import Resource
 

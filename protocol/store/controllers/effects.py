@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConflictError, TransitionRefused
-from ..db import Tx
+from ..backend import Tx
 from .bounds import encode_document, validate_controller_name, validate_resource_key
 from .core import CtlBase
 from .records import ReconcileEffect

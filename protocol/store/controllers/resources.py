@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ConflictError, LimitError, NotFound
+from ..backend import Tx
 from ..base import new_token
-from ..db import Tx
 from .bounds import (
     MAX_FINALIZERS,
     empty_status,
@@ -26,6 +26,17 @@ from .core import CtlBase
 from .records import Applied, Conflict, Deleted, Resource
 
 _RESOURCE = "controller = ? AND key = ?"
+# A status whose conditions hold {"type": "Ready", "status": "true"}: JSON in SQL
+# is where the two engines differ, so the test is written once for each.
+_READY = {
+    "sqlite": "SELECT 1 FROM json_each(json_extract(status, '$.conditions')) AS c"
+              " WHERE json_extract(c.value, '$.type') = 'Ready'"
+              " AND json_extract(c.value, '$.status') = 'true'",
+    "postgres": "SELECT 1 FROM jsonb_array_elements(CASE WHEN"
+                " jsonb_typeof(status::jsonb -> 'conditions') = 'array'"
+                " THEN status::jsonb -> 'conditions' ELSE '[]'::jsonb END) AS c"
+                " WHERE c -> 'type' = '\"Ready\"'::jsonb AND c -> 'status' = '\"true\"'::jsonb",
+}
 
 
 def _missing(controller: str, key: str) -> NotFound:
@@ -232,9 +243,6 @@ class ResourceOps(CtlBase):
         with self._db.transaction(write=False) as tx:
             ready = tx.scalar(
                 f"SELECT count(*) FROM controller_resources {where}"
-                f" {'AND' if controller else 'WHERE'} EXISTS (SELECT 1 FROM"
-                " json_each(json_extract(status, '$.conditions')) AS c"
-                " WHERE json_extract(c.value, '$.type') = 'Ready'"
-                " AND json_extract(c.value, '$.status') = 'true')", params)
+                f" {'AND' if controller else 'WHERE'} EXISTS ({_READY[tx.dialect]})", params)
             total = tx.scalar(f"SELECT count(*) FROM controller_resources {where}", params)
         return int(total or 0) - int(ready or 0)

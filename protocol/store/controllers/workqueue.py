@@ -21,8 +21,8 @@ from typing import Any
 
 from ...errors import ClaimLost, LimitError, TransitionRefused
 from ...limits import safe_error_message, validate_key
+from ..backend import Tx
 from ..base import _still_gone, new_token
-from ..db import Tx
 from ..records import Gone
 from .bounds import validate_controller_name, validate_resource_key
 from .core import ACTIVE, QUEUED, watch_id

@@ -30,7 +30,7 @@ from ....protocol.pibin import SESSION_FILE, PiUnavailable, find_pi
 from ....protocol.settingspec import SettingsLike
 from ....protocol.spawn import PIPE, Popen, spawn
 from ....protocol.states import CLAIMED
-from ....protocol.store import open_store
+from ....protocol.store import open_store, store_present
 from ...session.chathold import held_for_chat
 from ...views.holds import chat_hold, hold_text
 from ...views.runref import resolve_run
@@ -41,7 +41,7 @@ from ..options import JsonOpt, ProjectOpt, RunArg, emit_json, project_context
 def _conversation(settings: SettingsLike, paths: Paths, run: str, *,
                   writing: bool) -> tuple[str, Path]:
     """(run id, its Pi session file) for what was typed as RUN."""
-    if not paths.store_file.exists():
+    if not store_present(settings, paths.store_file):
         run = resolve_run(None, run, paths)
     else:
         with open_store(settings, paths.store_file) as store:
@@ -128,7 +128,7 @@ def chat_command(
     settings, paths = project_context(project)
     run, session = _conversation(settings, paths, run, writing=True)
     binary = _pi(settings)
-    if not paths.store_file.exists():  # no store: no runner could resume it
+    if not store_present(settings, paths.store_file):  # no store: no runner could resume it
         raise typer.Exit(_interactive(binary, session, paths.project, _env(settings),
                                       lambda _lost: contextlib.nullcontext()))
     with open_store(settings, paths.store_file) as store:

@@ -26,7 +26,7 @@ from ....protocol.controllers.loading import controller_files_for
 from ....protocol.errors import NotFound, UsageError
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
-from ....protocol.store import Store, open_store
+from ....protocol.store import Store, open_store, store_present
 from ....protocol.store.controllers import (
     MAX_DOCUMENT_BYTES,
     Deleted,
@@ -61,7 +61,7 @@ def _name_key(name: str, key: str) -> tuple[str, str]:
 
 
 def _store(settings: SettingsLike, paths: Paths, *, create: bool = False) -> Store:
-    if not create and not paths.store_file.exists():
+    if not create and not store_present(settings, paths.store_file):
         raise NotFound(f"no resources yet for {paths.project} (no store at"
                        f" {paths.store_file})", code="no_store")
     paths.store_file.parent.mkdir(parents=True, exist_ok=True)
@@ -193,7 +193,7 @@ def list_command(
         validate_controller_name(controller)
     settings, paths = project_context(project)
     rows = []
-    if paths.store_file.exists():
+    if store_present(settings, paths.store_file):
         with _store(settings, paths) as store:
             rows = store.list_resources(controller)
     halted = _halted(paths)

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.clock import now_ms
+from ....protocol.store import store_present
 from ....protocol.tempdirs import sweep_tempdirs
 from ...maint.gc import Report, collect_garbage, format_bytes, gc_store, parse_duration
 from ...views.timefmt import duration
@@ -62,7 +63,7 @@ def gc_command(
     parse_duration(older_than)  # a bad duration is refused before anything is opened
     settings, paths = project_context(project)
     at = now_ms() if now is None else now
-    if not paths.store_file.exists():
+    if not store_present(settings, paths.store_file):
         report = Report(dry_run, older_than, at - parse_duration(older_than), at)
         if not dry_run:  # no runs, but a dead worker's temporary directories may be left
             report.temp_dirs = sweep_tempdirs()

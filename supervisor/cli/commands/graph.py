@@ -25,7 +25,7 @@ from ....protocol.definitions.discovery import (
 from ....protocol.errors import NotFound, UsageError
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
-from ....protocol.store import open_store
+from ....protocol.store import open_store, store_present
 from ...views.graph.dot import render_dot
 from ...views.graph.layout import layout, node_list
 from ...views.graph.states import node_states
@@ -56,7 +56,7 @@ def _from_file(path: Path) -> dict[str, Any]:
 def _from_run(settings: SettingsLike, paths: Paths, text: str
               ) -> tuple[dict[str, Any], dict[str, str]]:
     try:
-        if paths.store_file.exists():
+        if store_present(settings, paths.store_file):
             with open_store(settings, paths.store_file) as store:
                 run_id = resolve_run(store, text, paths)
         else:

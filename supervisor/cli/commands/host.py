@@ -22,7 +22,7 @@ from ....protocol.errors import ExitCode, UsageError
 from ....protocol.paths import UI_URL_NAME, Paths
 from ....protocol.settingspec import SettingsLike
 from ....protocol.states import CLAIMED
-from ....protocol.store import open_store
+from ....protocol.store import open_store, store_present
 from ...host.background import (
     HOST_LOG,
     START_TIMEOUT_S,
@@ -138,7 +138,7 @@ def _status(settings: SettingsLike, paths: Paths, as_json: bool) -> int:
             typer.echo("pi-workflows host: no host is running for this project", err=True)
         return ExitCode.RUN_FAILED
     held = 0
-    if paths.store_file.exists() and host.runner_id is not None:
+    if store_present(settings, paths.store_file) and host.runner_id is not None:
         with open_store(settings, paths.store_file) as store:
             held = sum(1 for row in store.list_runs(limit=100_000)
                        if row.runner_id == host.runner_id and row.state in CLAIMED)

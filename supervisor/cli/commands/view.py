@@ -20,7 +20,7 @@ from typing import Annotated
 import typer
 
 from ....protocol.errors import UsageError
-from ....protocol.store import open_store
+from ....protocol.store import open_store, store_present
 from ...tui.text import list_text, run_text
 from ...views.listing import STATE_WORDS, check_state
 from ...views.runref import resolve_run
@@ -77,7 +77,7 @@ def view_command(
     query = ListQuery(state=check_state(state), workflow=workflow).checked()
     run_id = None
     if run is not None:
-        if paths.store_file.exists():
+        if store_present(settings, paths.store_file):
             with open_store(settings, paths.store_file) as store:
                 run_id = resolve_run(store, run, paths)
         else:

@@ -22,7 +22,7 @@ from ....protocol.errors import StoreError
 from ....protocol.limits import validate_run_id
 from ....protocol.paths import Paths
 from ....protocol.settingspec import SettingsLike
-from ....protocol.store import Store, open_store
+from ....protocol.store import Store, open_store, store_present
 from .controllers import controllers_doc
 from .detail import RunDetail
 from .diff import diff
@@ -38,7 +38,7 @@ class LazyStore:
         self._store: Store | None = None
 
     def get(self) -> Store | None:
-        if self._store is None and self.path.exists():
+        if self._store is None and store_present(self._settings, self.path):
             self._store = open_store(self._settings, self.path)
         return self._store
 

@@ -1,4 +1,4 @@
-"""Eight real processes race for the queue on one store file."""
+"""Eight real processes race for the queue on one store (each backend)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from pi_workflows.protocol.store import Store
 
 from tests.helpers import children, processes
-from tests.helpers.store import SOURCE
+from tests.helpers.store import SOURCE, where_of
 
 pytestmark = pytest.mark.slow  # races of eight real processes
 
@@ -18,21 +18,20 @@ PROCS = 8
 ROWS = 200
 
 
-def _fill(path: Path, rows: int) -> list[str]:
-    with Store(path) as store:
-        ids = [f"run-{i:04d}" for i in range(rows)]
-        for run_id in ids:
-            store.enqueue_detached(run_id, SOURCE, {"n": run_id})
+def _fill(store: Store, rows: int) -> list[str]:
+    ids = [f"run-{i:04d}" for i in range(rows)]
+    for run_id in ids:
+        store.enqueue_detached(run_id, SOURCE, {"n": run_id})
     return ids
 
 
 @pytest.mark.timeout(60)
-def test_every_row_is_claimed_exactly_once(tmp_path: Path) -> None:
-    path = tmp_path / "state" / "store.sqlite3"
-    ids = _fill(path, ROWS)
+def test_every_row_is_claimed_exactly_once(tmp_path: Path, store: Store) -> None:
+    path = where_of(store)
+    ids = _fill(store, ROWS)
     barrier = processes.CTX.Barrier(PROCS + 1)
     outs = [tmp_path / f"claims-{i}.json" for i in range(PROCS)]
-    procs = [processes.start(children.race_claims, str(path), f"runner-{i}", barrier, str(outs[i]))
+    procs = [processes.start(children.race_claims, path, f"runner-{i}", barrier, str(outs[i]))
              for i in range(PROCS)]
     barrier.wait(timeout=50)
     processes.join_all(procs)
@@ -41,28 +40,28 @@ def test_every_row_is_claimed_exactly_once(tmp_path: Path) -> None:
     counts = Counter(run_id for run_id, _ in claimed)
     assert sorted(counts) == ids
     assert set(counts.values()) == {1}
-    with Store(path) as store:
-        for run_id, token in claimed:
-            row = store.get(run_id)
-            assert row is not None and row.state == "starting" and row.claim_token == token
-        starts = Counter(e.run_id for e in store.events_since(0, limit=10_000)
-                         if e.type == "starting")
-        assert set(starts.values()) == {1} and len(starts) == ROWS
+    for run_id, token in claimed:
+        row = store.get(run_id)
+        assert row is not None and row.state == "starting" and row.claim_token == token
+    starts = Counter(e.run_id for e in store.events_since(0, limit=10_000)
+                     if e.type == "starting")
+    assert set(starts.values()) == {1} and len(starts) == ROWS
 
 
 @pytest.mark.timeout(60)
-def test_expiring_leases_never_give_a_row_two_live_owners(tmp_path: Path) -> None:
+def test_expiring_leases_never_give_a_row_two_live_owners(tmp_path: Path,
+                                                          store: Store) -> None:
     """Leases of 50 ms expire mid-race; owners only write through the fence.
 
     If a stale owner could still write, its token would reappear in a run's
     log after the next owner's lines, or a run would be finished twice.
     """
-    path = tmp_path / "state" / "store.sqlite3"
+    path = where_of(store)
     runs = tmp_path / "runs"
-    ids = _fill(path, ROWS)
+    ids = _fill(store, ROWS)
     barrier = processes.CTX.Barrier(PROCS + 1)
     outs = [tmp_path / f"owners-{i}.json" for i in range(PROCS)]
-    procs = [processes.start(children.race_short_leases, str(path), str(runs), f"runner-{i}",
+    procs = [processes.start(children.race_short_leases, path, str(runs), f"runner-{i}",
                           barrier, str(outs[i]), ROWS, 50, 45.0)
              for i in range(PROCS)]
     barrier.wait(timeout=50)
@@ -81,8 +80,7 @@ def test_expiring_leases_never_give_a_row_two_live_owners(tmp_path: Path) -> Non
         assert len(blocks) == len(set(blocks)), (run_id, lines)
         assert lines[-1] == f"{token} finish"  # the finisher wrote last
 
-    with Store(path) as store:
-        assert {r.run_id for r in store.list_runs("done", limit=ROWS + 1)} == set(ids)
-        feed = store.events_since(0, limit=100_000)
-        assert Counter(e.run_id for e in feed if e.type == "done") == Counter(ids)
-        assert any(e.type == "claim_taken_over" for e in feed)  # leases did expire mid-race
+    assert {r.run_id for r in store.list_runs("done", limit=ROWS + 1)} == set(ids)
+    feed = store.events_since(0, limit=100_000)
+    assert Counter(e.run_id for e in feed if e.type == "done") == Counter(ids)
+    assert any(e.type == "claim_taken_over" for e in feed)  # leases did expire mid-race

@@ -42,7 +42,7 @@ def test_a_model_started_run_that_fails_after_it_started_owes_one_turn(
                                   "error": "the node failed"}
     store.resolve_turn_intent(intents[0].intent_id, token_)
     assert store.claim_turn_intents("s1")[1] == []
-    assert "secret-input-value" not in repr(all_rows(store.path)["workflow_turn_intents"])
+    assert "secret-input-value" not in repr(all_rows(store)["workflow_turn_intents"])
 
 
 def test_a_run_the_person_started_gets_no_turn_when_it_fails(store: Store) -> None:
@@ -118,12 +118,12 @@ def test_a_presentation_is_one_intent_and_refuses_new_starts_until_resolved(
     assert refused.value.exit_code == 2 and refused.value.code == "presentation_pending"
     with pytest.raises(PresentationPending):
         store.insert_and_claim("r3", SOURCE, {}, "runner-a", origin_session="s1")
-    assert [r[0] for r in all_rows(store.path)["workflow_run_queue"]] == ["r1"]
+    assert [r[0] for r in all_rows(store)["workflow_run_queue"]] == ["r1"]
     token_, intents = store.claim_turn_intents("s1")
     assert [(i.source_event, i.cause) for i in intents] == [(PRESENTATION, "completed")]
     assert intents[0].payload["message"] == "Tell the user about it."
     # The text is in the intent only: never in the feed.
-    assert "Tell the user" not in repr(all_rows(store.path)["run_events"])
+    assert "Tell the user" not in repr(all_rows(store)["run_events"])
     store.reserve("r2", SOURCE, {}, "other")  # another session is not held up
     store.resolve_turn_intent(intents[0].intent_id, token_)
     store.reserve("r4", SOURCE, {}, "s1")

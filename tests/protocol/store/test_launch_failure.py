@@ -42,7 +42,7 @@ def test_the_stored_error_is_redacted_and_bounded_everywhere(store: Store) -> No
     assert row is not None and row.error_message is not None
     assert len(row.error_message.encode()) <= MAX_ERROR_BYTES
     assert "sk-live-123" not in row.error_message
-    dump = repr(all_rows(store.path))
+    dump = repr(all_rows(store))
     assert "sk-live-123" not in dump and "secret-input-value" not in dump
 
 

@@ -143,7 +143,7 @@ def test_fail_stores_the_redacted_bounded_message(store: Store) -> None:
     token = put_in_state(store, "r1", "running")
     text = "upstream 401: Authorization: Bearer sk-SECRET-1 password=hunter2\n" + "z" * 5000
     row = store.fail("r1", token, "node_failed", text)
-    stored = raw_row(store.path, "r1")
+    stored = raw_row(store, "r1")
     assert stored is not None
     assert events(store, "r1")[-1].payload == {"from": "running", "errorCode": "node_failed"}
     for message in (row.error_message, stored["error_message"]):
@@ -157,7 +157,7 @@ def test_fail_with_an_empty_message_stores_the_fallback(store: Store) -> None:
     token = put_in_state(store, "r1", "starting")
     assert store.fail("r1", token, "activation_failed", "").error_message == "unknown error"
     other = put_in_state(store, "r2", "starting")
-    before = raw_row(store.path, "r2")
+    before = raw_row(store, "r2")
     with pytest.raises(LimitError):
         store.fail("r2", other, "code\nwith newline", "m")
-    assert raw_row(store.path, "r2") == before
+    assert raw_row(store, "r2") == before

@@ -115,11 +115,11 @@ def test_cancel_ends_a_paused_run(store: Store) -> None:
 @pytest.mark.parametrize("state", ["done", "failed", "cancelled"])
 def test_an_ended_run_is_refused_and_left_as_it_was(store: Store, state: str) -> None:
     put_in_state(store, "r1", state)
-    before, n = raw_row(store.path, "r1"), len(events(store, "r1"))
+    before, n = raw_row(store, "r1"), len(events(store, "r1"))
     with pytest.raises(TransitionRefused) as refused:
         store.request_pause("r1")
     assert refused.value.code == "run_settled"
-    assert raw_row(store.path, "r1") == before and len(events(store, "r1")) == n
+    assert raw_row(store, "r1") == before and len(events(store, "r1")) == n
 
 
 def test_a_run_blocked_for_another_reason_is_refused(store: Store) -> None:

@@ -16,7 +16,7 @@ INPUT = {"task": "deploy", "credentials": {"note": MARKER}, "list": [MARKER, 1]}
 
 
 def _stored_input(store: Store, run_id: str) -> object:
-    row = raw_row(store.path, run_id)
+    row = raw_row(store, run_id)
     assert row is not None
     return row["private_input"]
 
@@ -76,7 +76,7 @@ def test_input_never_reaches_the_feed_or_other_tables(store: Store) -> None:
     assert {e.run_id for e in feed} == {"ok", "bad", "gone"}
     for event in feed:
         assert MARKER not in json.dumps(event.payload)
-    for table, rows in all_rows(store.path).items():
+    for table, rows in all_rows(store).items():
         for row in rows:
             assert MARKER not in repr(row), table
 

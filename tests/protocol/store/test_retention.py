@@ -113,7 +113,7 @@ def test_remove_chain_deletes_every_row_of_the_chain_and_nothing_else(
     store.mark_notification_delivered(notes[0].id, note_token)
     clock.advance(DAY)
     assert store.remove_chain(["p", "c"], clock.now) is None
-    rows = all_rows(store.path)
+    rows = all_rows(store)
     for table in ("workflow_run_queue", "run_events", "workflow_notifications", "effects"):
         assert not [r for r in rows[table] if "p" in r or "c" in r], table
     assert store.get("other") is not None and store.events_since(0, run_id="other")
@@ -124,14 +124,14 @@ def test_remove_chain_checks_again_inside_its_transaction(
     _settle(store, "p", "waiting")
     _settle(store, "c", "completed", parent="p")
     clock.advance(DAY)
-    before = all_rows(store.path)
+    before = all_rows(store)
     # Planned as one chain; meanwhile a fork of the continuation appeared.
     store.enqueue_detached("fork", SOURCE, {}, parent_run_id="c")
     hold = store.remove_chain(["p", "c"], clock.now)
     assert hold is not None and hold.code == "changed"
     hold = store.remove_chain(["p", "c", "fork"], clock.now)
     assert hold is not None and hold.code == "open"
-    after = all_rows(store.path)
+    after = all_rows(store)
     assert after["workflow_run_queue"][:2] == before["workflow_run_queue"][:2]
     assert store.remove_chain(["p"], clock.now - 2 * DAY) is not None  # nothing is that old
 

@@ -15,7 +15,7 @@ from pi_workflows.protocol.store import RunnerRow, Store
 
 from tests.helpers import children, processes
 from tests.helpers.clocks import FakeClock
-from tests.helpers.store import SOURCE, events, lapse
+from tests.helpers.store import SOURCE, events, lapse, where_of
 
 # (run_id, session to claim it as, mark running?)
 CLAIMS: list[tuple[str, str | None, bool]] = [
@@ -38,7 +38,7 @@ def victim(store: Store, clock: FakeClock[int]) -> Iterator[Victim]:
         else:
             store.reserve(run_id, SOURCE, {}, session)
     parent, child = processes.CTX.Pipe()
-    proc = processes.start(children.hold_claims, str(store.path), "victim", clock.now, CLAIMS,
+    proc = processes.start(children.hold_claims, where_of(store), "victim", clock.now, CLAIMS,
                            child)
     try:
         assert parent.poll(30), "child did not claim in time"

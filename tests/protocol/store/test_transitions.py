@@ -234,4 +234,4 @@ def test_stale_token_cannot_move_a_taken_over_run(store: Store, mono: FakeClock[
         with pytest.raises(ClaimLost):
             attempt("r1", old)
     assert snapshot(store, "r1") == before
-    assert raw_row(store.path, "r1") is not None
+    assert raw_row(store, "r1") is not None

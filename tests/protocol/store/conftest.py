@@ -1,0 +1,73 @@
+"""The store's contract suite runs on both backends: one suite, parametrized.
+
+Every test here that opens a store through ``make_store``/``store`` runs
+twice: on a SQLite file and on a fresh PostgreSQL schema (the
+``pg_schema_url`` fixture, a real server; skipped with its reason where
+PostgreSQL is absent). A module about the SQLite file itself (its layout,
+pragmas, upgrade, sidecars) says ``pytestmark = pytest.mark.sqlite_only``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pi_workflows.protocol.store import Store
+
+from tests.helpers.clocks import FakeClock
+
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: a store test about the SQLite file itself")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "store_backend" not in metafunc.fixturenames:
+        return
+    only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
+    metafunc.parametrize("store_backend", BACKENDS[:1] if only_sqlite else BACKENDS)
+
+
+@pytest.fixture
+def store_url(store_backend: str, request: pytest.FixtureRequest) -> str | None:
+    """None for SQLite; a URL naming a new, empty PostgreSQL schema otherwise."""
+    if store_backend == "sqlite":
+        return None
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
+@pytest.fixture
+def make_store(store_path: Path, store_url: str | None, clock: FakeClock[int],
+               mono: FakeClock[float]) -> Iterator[Callable[..., Store]]:
+    opened: list[Store] = []
+
+    def factory(**kwargs: object) -> Store:
+        kwargs.setdefault("clock", clock)
+        kwargs.setdefault("monotonic", mono)
+        kwargs.setdefault("lease_ms", 30_000)
+        kwargs.setdefault("url", store_url)
+        store = Store(store_path, **kwargs)  # type: ignore[arg-type]
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+# TEMPORARY until tests.helpers.pg lands (pg-fixture branch): my dev server.
+@pytest.fixture
+def pg_schema_url() -> Iterator[str]:
+    import os
+
+    import psycopg
+    base = os.environ.get("DEV_PG_URL") or pytest.skip("no DEV_PG_URL")
+    name = "t_" + os.urandom(8).hex()
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f"CREATE SCHEMA {name}")
+    yield f"{base}?options=-csearch_path%3D{name}"
+    with psycopg.connect(base, autocommit=True) as c:
+        c.execute(f"DROP SCHEMA {name} CASCADE")
