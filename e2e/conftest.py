@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.pg import pg_database_url, pg_schema_url, pg_url  # noqa: F401  (fixtures)
+
 from .harness import Project, clean_env
 from .sessions_kit import Children
 

@@ -11,6 +11,7 @@ from pi_workflows.protocol.store import RunSource, Store
 
 from tests.helpers.clocks import FakeClock
 from tests.helpers.engine import GATES, Harness
+from tests.helpers.pg import pg_database_url, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 
 @pytest.fixture(autouse=True)
