@@ -177,7 +177,8 @@ class Project:
         The busy timeout stays the default: a drill that locks the store on
         purpose must not make the test's own reads give up.
         """
-        return Store(self.paths.store_file, lease_ms=self.settings.lease_ms)
+        return Store(self.paths.store_file, lease_ms=self.settings.lease_ms,
+                     url=self.settings.store_url)
 
     # -- making runs --
 

@@ -144,6 +144,16 @@ def _one_line(exc: BaseException) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+def check_pg_layout(url: str, *, busy_timeout_ms: int = 5000) -> str | None:
+    """Verify a PostgreSQL store without creating or changing anything (``doctor``):
+    its schema id, or None for an empty schema; raises what opening it would."""
+    db = PgDatabase(url, busy_timeout_ms=busy_timeout_ms, create=False)
+    try:
+        return None if db.empty else PG_SCHEMA_ID
+    finally:
+        db.close()
+
+
 class PgTx:
     """Statements inside one PostgreSQL transaction (``backend.Tx``)."""
 
@@ -174,7 +184,7 @@ class PgDatabase:
     """One connection to a PostgreSQL store, used by one thread at a time (``Backend``)."""
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 5000,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, create: bool = True) -> None:
         self.url = url
         self._psycopg = _import_psycopg()
         self._busy_timeout_ms = busy_timeout_ms
@@ -182,9 +192,10 @@ class PgDatabase:
         self._serial = threading.RLock()
         self._conn: psycopg.Connection[Row] | None = None
         self._lock_key = 0
+        self.empty = False  # with create=False: the database holds no store yet
         with self._serial:
             self._connection()  # fail at open, as the SQLite store does, not at first use
-            self._ensure_schema()
+            self._ensure_schema(create)
 
     # -- connecting ---------------------------------------------------------
 
@@ -241,12 +252,15 @@ class PgDatabase:
         return frozenset({("table", str(r["name"])) for r in tables}
                          | {("index", str(r["name"])) for r in indexes})
 
-    def _ensure_schema(self) -> None:
+    def _ensure_schema(self, create: bool) -> None:
         with self.transaction(write=False) as tx:
             objects = self._objects(tx)
             if objects:
                 self._verify(tx, objects)
                 return
+        if not create:
+            self.empty = True
+            return
         # The check and the DDL share one write transaction (the writers'
         # lock), so two processes opening a new store cannot both create it.
         with self.transaction() as tx:

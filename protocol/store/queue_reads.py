@@ -83,7 +83,8 @@ class QueueReads(StoreBase):
         if until_ms is not None:
             where.append("created_at <= ?")
             params.append(until_ms)
-        params.append(-1 if limit is None else limit)  # SQLite: a negative LIMIT is none
+        # No limit, in a form both engines take (SQLite's -1 is an error in PostgreSQL).
+        params.append(2**62 if limit is None else limit)
         params.append(offset)
         with self._db.transaction(write=False) as tx:
             rows = tx.all(f"SELECT * FROM workflow_run_queue WHERE {' AND '.join(where)}"

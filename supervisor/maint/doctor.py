@@ -81,7 +81,9 @@ def check_pi(settings: SettingsLike) -> Check:
     return Check("pi", "ok", f"pi {version} ({binary})")
 
 
-def check_store(paths: Paths) -> Check:
+def check_store(paths: Paths, store_url: str | None = None) -> Check:
+    if store_url:
+        return _check_pg_store(store_url)
     store = paths.store_file
     if not store.exists() and not store.with_name(store.name + "-wal").exists():
         return Check("store", "info", f"no store yet at {store} (the first run creates it)")
@@ -96,6 +98,19 @@ def check_store(paths: Paths) -> Check:
         return Check("store", "ok", f"{schema} at {store} (the next command upgrades it in"
                      f" place to {SCHEMA_ID}; runs are kept)")
     return Check("store", "ok", f"{schema} at {store}")
+
+
+def _check_pg_store(url: str) -> Check:
+    from ...protocol.settingspec import redact_store_url
+    from ...protocol.store.pg import check_pg_layout
+    shown = redact_store_url(url)
+    try:
+        schema = check_pg_layout(url)
+    except PiWorkflowsError as exc:
+        return Check("store", "fail", exc.message)
+    if schema is None:
+        return Check("store", "info", f"no store yet in {shown} (the first run lays it out)")
+    return Check("store", "ok", f"{schema} in {shown} (PostgreSQL)")
 
 
 def _loose(path: Path) -> int | None:
@@ -223,5 +238,5 @@ def check_disk(paths: Paths) -> Check:
 
 
 def run_checks(settings: SettingsLike, paths: Paths) -> list[Check]:
-    return [check_python(), check_pi(settings), check_store(paths), check_permissions(paths),
-            check_host(paths), check_disk(paths)]
+    return [check_python(), check_pi(settings), check_store(paths, settings.store_url),
+            check_permissions(paths), check_host(paths), check_disk(paths)]

@@ -225,7 +225,7 @@ from pi_workflows.worker.controllers import reconcile_one
 path = sys.argv[1]
 store = Store(path, lease_ms=3000)
 cfg = SimpleNamespace(paths=SimpleNamespace(store_file=path), lease_ms=3000,
-                      busy_timeout_ms=5000, sqlite_synchronous="NORMAL")
+                      busy_timeout_ms=5000, sqlite_synchronous="NORMAL", store_url=None)
 store.apply_spec("files", "a", {})
 claim = store.claim_reconcile(["files"], "host-test", 3000)
 def stuck(ctx, r):

@@ -57,17 +57,3 @@ def make_store(store_path: Path, store_url: str | None, clock: FakeClock[int],
     for store in opened:
         store.close()
 
-
-# TEMPORARY until tests.helpers.pg lands (pg-fixture branch): my dev server.
-@pytest.fixture
-def pg_schema_url() -> Iterator[str]:
-    import os
-
-    import psycopg
-    base = os.environ.get("DEV_PG_URL") or pytest.skip("no DEV_PG_URL")
-    name = "t_" + os.urandom(8).hex()
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"CREATE SCHEMA {name}")
-    yield f"{base}?options=-csearch_path%3D{name}"
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"DROP SCHEMA {name} CASCADE")
