@@ -27,6 +27,21 @@ def hold(name):
     return fn
 """
 
+# first (once), a held step, last (once): what a takeover must not repeat.
+ONCE_HELD = HOLD + """
+from pi_workflows import define_workflow, compute, shell, edge
+
+workflow = define_workflow(
+    start_at="first",
+    nodes=[
+        shell("first", "echo once >> first.txt"),
+        compute("hold", hold("hold")),
+        shell("last", "echo once >> last.txt"),
+    ],
+    edges=[edge("first", "hold"), edge("hold", "last")],
+)
+"""
+
 REVIEW = """
 from pi_workflows import define_workflow, compute, checkpoint, edge
 

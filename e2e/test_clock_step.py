@@ -19,24 +19,12 @@ from pi_workflows.protocol.clock import OFFSET_ENV
 from pi_workflows.supervisor.drill.clockstep import set_offset
 
 from .harness import Project, wait_for
-from .snippets import HOLD
+from .snippets import ONCE_HELD
 
 pytestmark = pytest.mark.slow  # real processes: an e2e drill
 
 HOUR = 3600
-FLOW = HOLD + """
-from pi_workflows import define_workflow, compute, shell, edge
-
-workflow = define_workflow(
-    start_at="first",
-    nodes=[
-        shell("first", "echo once >> first.txt"),
-        compute("hold", hold("hold")),
-        shell("last", "echo once >> last.txt"),
-    ],
-    edges=[edge("first", "hold"), edge("hold", "last")],
-)
-"""
+FLOW = ONCE_HELD
 PROBE = ("import json, time; from pi_workflows.protocol.clock import now_ms;"
          " time.sleep(0.01); print(json.dumps([now_ms() / 1000, time.monotonic()]))")
 

@@ -14,23 +14,10 @@ import signal
 import pytest
 
 from .harness import Project, alive, wait_for
-from .snippets import HOLD
+from .snippets import ONCE_HELD as ONCE
 
 pytestmark = pytest.mark.slow  # real hosts, workers and a real PostgreSQL server
 
-ONCE = HOLD + """
-from pi_workflows import define_workflow, compute, shell, edge
-
-workflow = define_workflow(
-    start_at="first",
-    nodes=[
-        shell("first", "echo once >> first.txt"),
-        compute("hold", hold("hold")),
-        shell("last", "echo once >> last.txt"),
-    ],
-    edges=[edge("first", "hold"), edge("hold", "last")],
-)
-"""
 
 
 @pytest.fixture

@@ -40,7 +40,14 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_store(store_path: Path, clock: FakeClock[int],
+def store_url() -> str | None:
+    """The store's PostgreSQL URL: None here (SQLite); the store's contract suite
+    overrides it to run on both backends (tests/protocol/store/conftest.py)."""
+    return None
+
+
+@pytest.fixture
+def make_store(store_path: Path, store_url: str | None, clock: FakeClock[int],
                mono: FakeClock[float]) -> Iterator[Callable[..., Store]]:
     opened: list[Store] = []
 
@@ -48,6 +55,7 @@ def make_store(store_path: Path, clock: FakeClock[int],
         kwargs.setdefault("clock", clock)
         kwargs.setdefault("monotonic", mono)
         kwargs.setdefault("lease_ms", 30_000)
+        kwargs.setdefault("url", store_url)
         store = Store(store_path, **kwargs)  # type: ignore[arg-type]
         opened.append(store)
         return store

@@ -9,13 +9,7 @@ pragmas, upgrade, sidecars) says ``pytestmark = pytest.mark.sqlite_only``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-
 import pytest
-from pi_workflows.protocol.store import Store
-
-from tests.helpers.clocks import FakeClock
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -37,23 +31,3 @@ def store_url(store_backend: str, request: pytest.FixtureRequest) -> str | None:
     if store_backend == "sqlite":
         return None
     return str(request.getfixturevalue("pg_schema_url"))
-
-
-@pytest.fixture
-def make_store(store_path: Path, store_url: str | None, clock: FakeClock[int],
-               mono: FakeClock[float]) -> Iterator[Callable[..., Store]]:
-    opened: list[Store] = []
-
-    def factory(**kwargs: object) -> Store:
-        kwargs.setdefault("clock", clock)
-        kwargs.setdefault("monotonic", mono)
-        kwargs.setdefault("lease_ms", 30_000)
-        kwargs.setdefault("url", store_url)
-        store = Store(store_path, **kwargs)  # type: ignore[arg-type]
-        opened.append(store)
-        return store
-
-    yield factory
-    for store in opened:
-        store.close()
-
